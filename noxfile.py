@@ -1,0 +1,72 @@
+"""Sessions: `nox -s tests` (CI), `nox -s conformance` (main job), gpu, bench, mutation, lint.
+
+Every session installs what it needs from this file and pyproject.toml; nothing is installed by hand.
+"""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.sessions = ["tests"]
+nox.options.reuse_existing_virtualenvs = True
+
+PYTHON = "3.11"
+VERL = "verl==0.9.1"
+
+
+def _install_test_deps(session: nox.Session) -> None:
+    session.install("-e", ".[test]")
+
+
+@nox.session(python=PYTHON)
+def tests(session: nox.Session) -> None:
+    """CI: unit, spec and golden-vector tests, then conformance (ci profile) on impl and reference."""
+    _install_test_deps(session)
+    session.run("pytest", "tests", *session.posargs)
+    for target in ("impl", "reference"):
+        session.run(
+            "pytest", "conformance", "--target", target, "--hypothesis-profile=ci", *session.posargs
+        )
+
+
+@nox.session(python=PYTHON)
+def conformance(session: nox.Session) -> None:
+    """The differential conformance suite; `nox -s conformance -- --target verl` for upstream."""
+    _install_test_deps(session)
+    args = list(session.posargs)
+    if "verl" in args or "--target=verl" in args or session.env.get("THD_TARGET") == "verl":
+        # verl's package pulls in a training stack; its util.py needs only torch + megatron-core.
+        session.install("--no-deps", VERL)
+    session.run("pytest", "conformance", *args)
+
+
+@nox.session(python=PYTHON)
+def bench(session: nox.Session) -> None:
+    """Benchmarks side by side (impl, reference, verl, gather floor); writes reports/bench.json."""
+    _install_test_deps(session)
+    session.install("--no-deps", VERL)
+    session.install("matplotlib")
+    session.run("python", "-m", "bench.run", *session.posargs)
+
+
+@nox.session(python=PYTHON, venv_params=["--system-site-packages"])
+def gpu(session: nox.Session) -> None:
+    """GPU tests on the runner's own torch and TransformerEngine (never reinstalled here)."""
+    session.install("pytest", "hypothesis", "numpy")
+    session.run("pytest", "gpu_tests", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def mutation(session: nox.Session) -> None:
+    """Mutation testing of impl/ against the conformance suite (ci profile); prints the kill rate."""
+    _install_test_deps(session)
+    session.install("mutmut")
+    session.run("python", "conformance/mutation.py", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    """ruff and mypy over the project."""
+    session.install("-e", ".[lint]")
+    session.run("ruff", "check", ".")
+    session.run("mypy", "reference", "impl")
