@@ -1,0 +1,27 @@
+"""Literal NumPy reference of THD packing (spec/thd-packing.md, version 1.0.0).
+
+Slow on purpose: plain loops that read like the spec. Every function names the rules it
+implements. `impl/` exposes the same public names over torch tensors.
+"""
+
+from .config import PackConfig
+from .engine import resolve_engine_config
+from .pack import pack_thd, specified_slots
+from .plan import Plan, plan_thd
+from .rowmap import RowSource, row_map
+from .unpack import unpack_thd
+
+SPEC_VERSION = "1.0.0"
+
+__all__ = [
+    "SPEC_VERSION",
+    "PackConfig",
+    "Plan",
+    "RowSource",
+    "pack_thd",
+    "plan_thd",
+    "resolve_engine_config",
+    "row_map",
+    "specified_slots",
+    "unpack_thd",
+]

@@ -1,0 +1,99 @@
+"""Pack: rows, position ids and next-token labels through the row map (spec §6-§8)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .config import PackConfig
+from .plan import Plan, plan_thd
+from .rowmap import row_map
+from .validation import as_bool, as_cp_rank, check_pad_value
+
+
+def check_batch(seqs: Any) -> tuple[tuple[int, ...], np.dtype]:
+    """R-IN-1, R-ERR-1, R-ERR-7, R-ERR-9: returns the common trailing shape and dtype."""
+    if not isinstance(seqs, list | tuple):
+        raise TypeError(f"seqs must be a list or tuple of arrays, got {type(seqs).__name__}")
+    if len(seqs) == 0:
+        raise ValueError("the batch is empty: seqs has no sequence (B must be >= 1)")
+    for index, seq in enumerate(seqs):
+        if not isinstance(seq, np.ndarray):
+            raise TypeError(f"seqs[{index}] must be a numpy array, got {type(seq).__name__}")
+        if seq.ndim == 0:
+            raise ValueError(f"seqs[{index}] must have at least one dimension, got shape ()")
+    trail = seqs[0].shape[1:]
+    dtype = seqs[0].dtype
+    for index, seq in enumerate(seqs):
+        if seq.shape[1:] != trail:
+            raise ValueError(
+                f"seqs[{index}] has trailing shape {seq.shape[1:]}, expected {trail} (as seqs[0])"
+            )
+        if seq.dtype != dtype:
+            raise TypeError(f"seqs[{index}] has dtype {seq.dtype}, expected {dtype} (as seqs[0])")
+    return trail, dtype
+
+
+def pad_limit(dtype: np.dtype) -> tuple[int, int] | float | None:
+    """The representable range that R-IN-5 checks `pad_value` against."""
+    if dtype.kind in ("i", "u"):
+        info = np.iinfo(dtype)
+        return (int(info.min), int(info.max))
+    if dtype.kind in ("f", "c"):
+        return float(np.finfo(dtype).max)
+    return None
+
+
+def pack_thd(
+    seqs: Any,
+    config: PackConfig,
+    cp_rank: Any,
+    *,
+    need_roll: Any = False,
+    pad_value: Any = 0,
+) -> tuple[np.ndarray, np.ndarray, Plan]:
+    """Rank `cp_rank`'s rows and position ids (R-ROW-*, R-POS-*, R-ROLL-*)."""
+    # Every check before any data is read (§11).
+    if not isinstance(config, PackConfig):
+        raise TypeError(f"config must be a PackConfig, got {type(config).__name__}")
+    trail, dtype = check_batch(seqs)
+    rank = as_cp_rank(cp_rank, config.cp_size)
+    roll = as_bool("need_roll", need_roll)
+    if dtype.kind not in ("b", "i", "u", "f", "c"):
+        raise TypeError(f"unsupported dtype {dtype} (need bool, integer, floating or complex)")
+    check_pad_value(pad_value, dtype.kind, pad_limit(dtype))
+    plan = plan_thd([seq.shape[0] for seq in seqs], config)
+
+    rows = np.empty((plan.local_rows, *trail), dtype=dtype)
+    position_ids = np.zeros(plan.local_rows, dtype=np.int64)  # R-POS-1
+    for k, source in enumerate(row_map(plan, config, rank)):
+        length = int(plan.seqlens[source.seq])
+        if not source.real:
+            rows[k] = pad_value  # R-ROW-2, R-ROLL-3; position id unspecified (R-POS-3): 0
+        elif not roll:
+            rows[k] = seqs[source.seq][source.offset]  # R-ROW-1
+            position_ids[k] = source.offset  # R-POS-2
+        elif source.offset < length - 1:
+            rows[k] = seqs[source.seq][source.offset + 1]  # R-ROLL-1
+            position_ids[k] = source.offset + 1  # R-ROLL-1
+        else:
+            rows[k] = pad_value  # R-ROLL-2: unspecified; the reference writes pad_value, 0
+    return rows, position_ids, plan
+
+
+def specified_slots(
+    plan: Plan, config: PackConfig, cp_rank: int, need_roll: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """Which rows and position ids are specified (R-POS-3, R-ROLL-2); consumers compare only these."""
+    sources = row_map(plan, config, cp_rank)
+    rows_specified = np.ones(len(sources), dtype=bool)
+    pos_specified = np.ones(len(sources), dtype=bool)
+    for k, source in enumerate(sources):
+        last_real = source.offset == int(plan.seqlens[source.seq]) - 1
+        if not source.real:
+            pos_specified[k] = False  # R-POS-3
+        elif need_roll and last_real:
+            rows_specified[k] = False  # R-ROLL-2
+            pos_specified[k] = False  # R-ROLL-2
+    return rows_specified, pos_specified

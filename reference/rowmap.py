@@ -1,0 +1,59 @@
+"""The row map: where every local row of a rank comes from (spec §5)."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from .config import PackConfig
+from .plan import Plan
+from .validation import as_cp_rank
+
+
+class RowSource(NamedTuple):
+    """Local row source: sequence `seq` at offset `offset` of its padded length."""
+
+    seq: int
+    offset: int
+    real: bool  # offset < L_seq
+
+
+def _source(plan: Plan, seq: int, offset: int) -> RowSource:
+    return RowSource(seq, offset, offset < int(plan.seqlens[seq]))
+
+
+def _global_rows(plan: Plan) -> list[RowSource]:
+    """R-META-6: the padded buffer, global row by global row."""
+    rows = []
+    for seq in range(plan.batch_size):
+        for offset in range(int(plan.seqlens_padded[seq])):
+            rows.append(_source(plan, seq, offset))
+    return rows
+
+
+def _zigzag(plan: Plan, cp_size: int, cp_rank: int) -> list[RowSource]:
+    """R-SHARD-2: chunk r, then chunk 2cp-1-r, of every sequence in order."""
+    rows = []
+    for seq in range(plan.batch_size):
+        chunk = int(plan.seqlens_padded[seq]) // (2 * cp_size)
+        for chunk_index in (cp_rank, 2 * cp_size - 1 - cp_rank):
+            for offset in range(chunk_index * chunk, (chunk_index + 1) * chunk):
+                rows.append(_source(plan, seq, offset))
+    return rows
+
+
+def row_map(plan: Plan, config: PackConfig, cp_rank: int) -> list[RowSource]:
+    """The sources of rank `cp_rank`'s local rows (R-SHARD-1..3)."""
+    rank = as_cp_rank(cp_rank, config.cp_size)
+    if plan.total != plan.local_rows * config.cp_size:
+        raise ValueError(
+            f"plan.total {plan.total} != local_rows {plan.local_rows} * cp_size {config.cp_size}"
+        )
+    if config.cp_size == 1:
+        rows = _global_rows(plan)  # R-SHARD-1
+    elif config.cp_layout == "zigzag":
+        rows = _zigzag(plan, config.cp_size, rank)  # R-SHARD-2
+    else:
+        everything = _global_rows(plan)  # R-SHARD-3
+        rows = everything[rank * plan.local_rows : (rank + 1) * plan.local_rows]
+    assert len(rows) == plan.local_rows
+    return rows

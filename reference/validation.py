@@ -1,0 +1,101 @@
+"""Type and value checks shared by every entry point (spec §11, R-ERR-*).
+
+Each check raises before any data is read, and names the field and the offending value.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+INT32_MAX = 2**31 - 1
+
+
+def as_integer(name: str, value: Any) -> int:
+    """R-ERR-1: an integer is anything `operator.index` accepts, except bool."""
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        raise TypeError(f"{name} must be an integer, got bool {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(
+            f"{name} must be an integer, got {type(value).__name__} {value!r}"
+        ) from None
+
+
+def as_size(name: str, value: Any) -> int:
+    """R-ERR-1, R-ERR-2: an integer >= 1."""
+    number = as_integer(name, value)
+    if number < 1:
+        raise ValueError(f"{name} must be >= 1, got {number}")
+    return number
+
+
+def as_optional_size(name: str, value: Any) -> int | None:
+    """R-ERR-2, R-ERR-3: None, or an integer >= 1."""
+    if value is None:
+        return None
+    return as_size(name, value)
+
+
+def as_bool(name: str, value: Any) -> bool:
+    """R-ERR-1: flags are real bools, not truthy values."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
+    return value
+
+
+def as_layout(value: Any) -> str:
+    """R-ERR-1, R-ERR-4."""
+    if not isinstance(value, str):
+        raise TypeError(f"cp_layout must be a str, got {type(value).__name__} {value!r}")
+    if value not in ("zigzag", "contiguous"):
+        raise ValueError(f"cp_layout must be 'zigzag' or 'contiguous', got {value!r}")
+    return value
+
+
+def as_cp_rank(value: Any, cp_size: int) -> int:
+    """R-ERR-1, R-ERR-5."""
+    rank = as_integer("cp_rank", value)
+    if not 0 <= rank < cp_size:
+        raise ValueError(f"cp_rank must be in [0, {cp_size}), got {rank}")
+    return rank
+
+
+def as_length(index: int, value: Any) -> int:
+    """R-ERR-1, R-ERR-6, R-ERR-8."""
+    length = as_integer(f"seqlens[{index}]", value)
+    if length < 0:
+        raise ValueError(f"seqlens[{index}] must be >= 0, got {length}")
+    if length > INT32_MAX:
+        raise ValueError(f"seqlens[{index}] must be <= {INT32_MAX}, got {length}")
+    return length
+
+
+def check_pad_value(value: Any, kind: str, limit: tuple[int, int] | float | None) -> None:
+    """R-IN-5, R-ERR-1, R-ERR-10.
+
+    `kind` is the dtype family: "b" (bool), "i"/"u" (integer), "f"/"c" (floating or complex).
+    `limit` is the (low, high) integer range for integer dtypes and the largest finite value for
+    floating ones (`None` for bool).
+    """
+    if not isinstance(value, bool | int | float):
+        raise TypeError(
+            f"pad_value must be a bool, int or float, got {type(value).__name__} {value!r}"
+        )
+    if kind == "b":
+        if value != 0 and value != 1:
+            raise ValueError(f"pad_value {value!r} is not representable in a bool dtype")
+        return
+    if kind in ("i", "u"):
+        if isinstance(value, float) and (value != value or value != int(value)):
+            raise ValueError(f"pad_value {value!r} is not representable in an integer dtype")
+        assert isinstance(limit, tuple)
+        low, high = limit
+        if not low <= int(value) <= high:
+            raise ValueError(f"pad_value {value!r} is outside the dtype range [{low}, {high}]")
+        return
+    # Floating: NaN and infinities stand for themselves; finite values must not overflow.
+    assert limit is not None and not isinstance(limit, tuple)
+    if value == value and abs(value) != float("inf") and abs(value) > limit:
+        raise ValueError(f"pad_value {value!r} overflows the dtype (largest finite {limit})")

@@ -1,0 +1,1 @@
+"""Machine-readable access to the specification: rule IDs, worked examples, golden vectors."""
