@@ -42,7 +42,7 @@ def total_modulus(seq_align: int, bucket: int | None, fp8_total: int | None) -> 
 
 
 def padded_lengths(seqlens: list[int], seq_align: int) -> list[int]:
-    """R-ALIGN-3: P_i = ceil_to(L_i, A); zero stays zero."""
+    """R-ALIGN-3: P_i = ceil_to(L_i, A); a zero-length sequence (R-IN-2) stays zero."""
     padded = []
     for length in seqlens:
         padded.append(ceil_to(length, seq_align))

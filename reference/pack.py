@@ -53,7 +53,10 @@ def pack_thd(
     need_roll: Any = False,
     pad_value: Any = 0,
 ) -> tuple[np.ndarray, np.ndarray, Plan]:
-    """Rank `cp_rank`'s rows and position ids (R-ROW-*, R-POS-*, R-ROLL-*)."""
+    """Rank `cp_rank`'s rows and position ids (R-ROW-*, R-POS-*, R-ROLL-*).
+
+    `cp_rank`, `need_roll` and `pad_value` are the per-call arguments of R-IN-4.
+    """
     # Every check before any data is read (§11).
     if not isinstance(config, PackConfig):
         raise TypeError(f"config must be a PackConfig, got {type(config).__name__}")
@@ -85,7 +88,7 @@ def pack_thd(
 def specified_slots(
     plan: Plan, config: PackConfig, cp_rank: int, need_roll: bool
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Which rows and position ids are specified (R-POS-3, R-ROLL-2); consumers compare only these."""
+    """Which rows and position ids are specified (R-POS-3, R-ROLL-2); compare only these."""
     sources = row_map(plan, config, cp_rank)
     rows_specified = np.ones(len(sources), dtype=bool)
     pos_specified = np.ones(len(sources), dtype=bool)

@@ -18,6 +18,7 @@ class RowSource(NamedTuple):
 
 
 def _source(plan: Plan, seq: int, offset: int) -> RowSource:
+    """R-ALIGN-4: the first L_i offsets of a padded sequence are real, the rest padding."""
     return RowSource(seq, offset, offset < int(plan.seqlens[seq]))
 
 
@@ -31,7 +32,10 @@ def _global_rows(plan: Plan) -> list[RowSource]:
 
 
 def _zigzag(plan: Plan, cp_size: int, cp_rank: int) -> list[RowSource]:
-    """R-SHARD-2: chunk r, then chunk 2cp-1-r, of every sequence in order."""
+    """R-SHARD-2: chunk r, then chunk 2cp-1-r, of every sequence in order.
+
+    A zero-length sequence (P_i = 0) has empty chunks and adds no row (R-ROW-3).
+    """
     rows = []
     for seq in range(plan.batch_size):
         chunk = int(plan.seqlens_padded[seq]) // (2 * cp_size)
@@ -42,7 +46,11 @@ def _zigzag(plan: Plan, cp_size: int, cp_rank: int) -> list[RowSource]:
 
 
 def row_map(plan: Plan, config: PackConfig, cp_rank: int) -> list[RowSource]:
-    """The sources of rank `cp_rank`'s local rows (R-SHARD-1..3)."""
+    """The sources of rank `cp_rank`'s local rows (R-SHARD-1..3).
+
+    Over all ranks the maps are a permutation of the padded buffer (R-SHARD-4): each layout
+    splits the global rows into disjoint pieces of `local_rows` rows.
+    """
     rank = as_cp_rank(cp_rank, config.cp_size)
     if plan.total != plan.local_rows * config.cp_size:
         raise ValueError(

@@ -12,7 +12,11 @@ from .rowmap import row_map
 
 
 def unpack_thd(shards: Any, plan: Plan, config: PackConfig) -> list[np.ndarray]:
-    """Scatter every rank's real rows back to their sequences (R-UNPACK-1..3)."""
+    """Scatter every rank's real rows back to their sequences (R-UNPACK-1..3).
+
+    Because the row maps cover every real (i, j) exactly once (R-SHARD-4), this inverts
+    pack exactly (R-UNPACK-2).
+    """
     if not isinstance(config, PackConfig):
         raise TypeError(f"config must be a PackConfig, got {type(config).__name__}")
     if not isinstance(plan, Plan):

@@ -1,0 +1,39 @@
+"""Rule IDs: well-formed, unique, and every one cited by the reference code."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from spec.examples import ERRATA_FILE, RULE_ID, SPEC_VERSION, rule_ids
+
+ROOT = Path(__file__).resolve().parents[2]
+ADAPTER_ONLY = {"R-MEG-1", "R-MEG-2", "R-MEG-3"}
+
+
+def test_rule_ids_unique_and_well_formed() -> None:
+    ids = rule_ids()
+    assert len(ids) == len(set(ids)), "a rule ID is defined twice"
+    assert all(re.fullmatch(r"R-[A-Z]+-[0-9]+", rule) for rule in ids)
+    assert len(ids) >= 50
+
+
+def test_reference_cites_every_rule() -> None:
+    cited: set[str] = set()
+    for path in (ROOT / "reference").glob("*.py"):
+        cited.update(RULE_ID.findall(path.read_text()))
+    missing = set(rule_ids()) - ADAPTER_ONLY - cited
+    assert not missing, f"rules the reference does not cite: {sorted(missing)}"
+    assert not cited - set(rule_ids()), "the reference cites rules the spec does not define"
+
+
+def test_errata_cite_defined_rules() -> None:
+    cited = set(RULE_ID.findall(ERRATA_FILE.read_text()))
+    assert cited and cited <= set(rule_ids())
+
+
+def test_versions_agree() -> None:
+    import reference
+
+    assert reference.SPEC_VERSION == SPEC_VERSION
+    assert f"version {SPEC_VERSION}" in (ROOT / "spec" / "thd-packing.md").read_text()
