@@ -297,7 +297,7 @@ def build() -> list[dict[str, Any]]:
                           seqlens=[2**30, 2**30]))
     v.append(error_vector("reject-length-int32", ["R-ERR-8"], "plan", ValueError,
                           seqlens=[2**31]))
-    pack_errors = [
+    pack_errors: list[tuple[str, dict[str, Any], dict[str, Any], type[Exception], list[str]]] = [
         ("cp-rank-high", {"cp_size": 2}, {"cp_rank": 2}, ValueError, ["R-ERR-5"]),
         ("cp-rank-negative", {"cp_size": 2}, {"cp_rank": -1}, ValueError, ["R-ERR-5"]),
         ("cp-rank-float", {"cp_size": 2}, {"cp_rank": 1.0}, TypeError, ["R-ERR-1"]),
