@@ -1,0 +1,25 @@
+# SPDX-License-Identifier: Apache-2.0
+# Implements THD packing spec 1.0.0
+"""Fast torch implementation of the THD packing spec.
+
+Vendorable: relative imports only, depends on torch and the standard library. The Megatron
+adapter lives in `.megatron` and is not imported here (it needs megatron-core).
+"""
+
+from .config import PackConfig
+from .engine import resolve_engine_config
+from .pack import pack_thd
+from .plan import Plan, plan_thd
+from .unpack import unpack_thd
+
+SPEC_VERSION = "1.0.0"
+
+__all__ = [
+    "SPEC_VERSION",
+    "PackConfig",
+    "Plan",
+    "pack_thd",
+    "plan_thd",
+    "resolve_engine_config",
+    "unpack_thd",
+]

@@ -1,0 +1,283 @@
+# SPDX-License-Identifier: Apache-2.0
+# Implements THD packing spec 1.0.0
+"""`pack_thd`: one gather per packed tensor through the rank's row map (spec §1, §5-§8, §11).
+
+Inputs (R-IN-1): a list/tuple of tensors `[L_i, *trail]`, a jagged nested tensor (gathered
+straight from its values buffer), or a flat values tensor `[sum L_i, *trail]` plus `lengths=`.
+
+Cost per call, independent of the batch size B in number of torch ops: the plan and the
+segment table are computed on the host with CPU tensor ops; on the data's device the call runs
+a fixed sequence of ops (fill + indexed write + cumsum for the index and for the position ids,
+one compare, one clamp, one `index_select`, one `masked_fill_`). Extra memory on the device: one
+int32 index (int64 for more than ~1e9 rows) and one bool mask per output row.
+
+Synchronisation: with lengths on the host (a list/tuple, a CPU tensor, or any list of tensors,
+whose shapes are host metadata) no device-to-host copy happens. When the lengths live on an
+accelerator (a CUDA nested tensor's offsets, or a CUDA `lengths=` tensor), they are copied to the
+host once, which synchronises with the device; pass host lengths to avoid it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from .config import PackConfig, as_integer
+from .plan import Plan, check_lengths, host_lengths, plan_from_host
+from .rowmap import expand, index_dtype, pack_segments
+
+
+class Batch:
+    """A checked batch: flat values `[N, *trail]` and host (CPU int64) lengths and starts."""
+
+    def __init__(
+        self,
+        values: torch.Tensor | None,
+        lengths: torch.Tensor,
+        src_start: torch.Tensor | None,
+        parts: Sequence[torch.Tensor] | None,
+        trail: tuple[int, ...],
+        dtype: torch.dtype,
+        device: torch.device,
+    ) -> None:
+        self.values = values
+        self.lengths = lengths
+        self.src_start = src_start  # None: the exclusive cumsum of the lengths
+        self.parts = parts  # list input: concatenated only once every check has passed
+        self.trail = trail
+        self.dtype = dtype
+        self.device = device
+
+    def flat_values(self) -> torch.Tensor:
+        """The values buffer; a list input is concatenated here (its only copy of the data)."""
+        if self.values is None:
+            assert self.parts is not None
+            self.values = torch.cat(list(self.parts), dim=0)
+        return self.values
+
+
+def check_batch(seqs: Any, lengths: Any = None) -> Batch:
+    """Check a batch's types and shapes without touching its data (R-ERR-1, R-ERR-7, R-ERR-9)."""
+    if lengths is not None:
+        if not isinstance(seqs, torch.Tensor) or seqs.is_nested:
+            raise TypeError(
+                "with lengths=, the batch must be one flat (non-nested) tensor [sum L, *trail], "
+                f"got {type(seqs).__name__}"
+            )
+        if seqs.dim() == 0:
+            raise ValueError("batch values have zero dimensions; need [sum L, *trail]")
+        host = host_lengths(lengths, "lengths")
+        check_lengths(host, "lengths")
+        total = int(host.sum())
+        if total != seqs.shape[0]:
+            raise ValueError(
+                f"lengths sum to {total} but the values have {seqs.shape[0]} rows"
+            )
+        return Batch(seqs, host, None, None, tuple(seqs.shape[1:]), seqs.dtype, seqs.device)
+    if isinstance(seqs, torch.Tensor) and seqs.is_nested:
+        if seqs.layout != torch.jagged:
+            raise TypeError("nested tensors must use layout=torch.jagged")
+        if seqs._ragged_idx != 1:  # type: ignore[attr-defined]
+            raise ValueError("the jagged dimension of a nested batch must be dim 1")
+        values = seqs.values()
+        offsets = seqs.offsets().to(device="cpu", dtype=torch.int64)  # type: ignore[attr-defined]
+        seq_lengths = seqs.lengths()  # type: ignore[attr-defined]
+        if seq_lengths is None:
+            host = offsets[1:] - offsets[:-1]
+        else:
+            host = seq_lengths.to(device="cpu", dtype=torch.int64)
+        check_lengths(host)
+        return Batch(
+            values, host, offsets[:-1], None, tuple(values.shape[1:]), values.dtype, values.device
+        )
+    if not isinstance(seqs, (list, tuple)):
+        raise TypeError(
+            "batch must be a list or tuple of tensors, a jagged nested tensor, or a flat tensor "
+            f"with lengths=; got {type(seqs).__name__}"
+        )
+    for k, x in enumerate(seqs):
+        if not isinstance(x, torch.Tensor) or x.is_nested:
+            raise TypeError(f"batch[{k}] must be a torch.Tensor, got {type(x).__name__}")
+    if len(seqs) == 0:
+        raise ValueError("empty batch: B = 0")
+    first = seqs[0]
+    for k, x in enumerate(seqs):
+        if x.dim() == 0:
+            raise ValueError(f"batch[{k}] has zero dimensions; need [L, *trail]")
+    trail = tuple(first.shape[1:])
+    for k, x in enumerate(seqs):
+        if tuple(x.shape[1:]) != trail:
+            raise ValueError(
+                f"batch[{k}] has trailing shape {tuple(x.shape[1:])}, batch[0] has {trail}"
+            )
+    for k, x in enumerate(seqs):
+        if x.dtype != first.dtype:
+            raise TypeError(f"batch[{k}] has dtype {x.dtype}, batch[0] has {first.dtype}")
+    for k, x in enumerate(seqs):
+        if x.device != first.device:
+            raise ValueError(f"batch[{k}] is on {x.device}, batch[0] is on {first.device}")
+    host = torch.tensor([x.shape[0] for x in seqs], dtype=torch.int64)
+    check_lengths(host)
+    return Batch(None, host, None, seqs, trail, first.dtype, first.device)
+
+
+_INT_DTYPES = tuple(
+    getattr(torch, name)
+    for name in ("uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64")
+    if hasattr(torch, name)
+)
+_BITS = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def dtype_kind(dtype: torch.dtype) -> str:
+    """Spec dtype family: "b", "i", "f", "c"; anything else is a TypeError (R-ERR-1)."""
+    if dtype == torch.bool:
+        return "b"
+    if dtype in _INT_DTYPES:
+        return "i"
+    if dtype.is_complex:
+        return "c"
+    if dtype.is_floating_point and "_x" not in str(dtype):  # packed sub-byte types excluded
+        return "f"
+    raise TypeError(f"unsupported dtype {dtype} (need bool, integer, floating or complex)")
+
+
+class Fill:
+    """How to write `pad_value` into rows of a dtype: `masked_fill_` on `rows.view(view)`.
+
+    `view` is None for dtypes whose kernels support `masked_fill_`; for the rest (wide unsigned
+    ints, float8) the rows are viewed as a signed int of the same width and filled with the pad
+    value's bit pattern, so every dtype takes the same path.
+    """
+
+    def __init__(self, value: Any, view: torch.dtype | None) -> None:
+        self.value = value
+        self.view = view
+
+
+def check_pad_value(pad_value: Any, dtype: torch.dtype) -> Fill:
+    """R-IN-5, R-ERR-10 (R-ERR-1 for the dtype): check `pad_value` against the dtype's range."""
+    kind = dtype_kind(dtype)
+    value: Any = pad_value
+    if kind == "b":
+        if pad_value != 0 and pad_value != 1:
+            raise ValueError(f"pad_value={pad_value!r} is not representable in dtype {dtype}")
+        value = bool(pad_value)
+    elif kind == "i":
+        if isinstance(pad_value, float) and not (
+            math.isfinite(pad_value) and pad_value == int(pad_value)
+        ):
+            raise ValueError(f"pad_value={pad_value!r} is not an integer for dtype {dtype}")
+        info = torch.iinfo(dtype)
+        value = int(pad_value)
+        if not info.min <= value <= info.max:
+            raise ValueError(
+                f"pad_value={pad_value!r} is outside dtype {dtype} range [{info.min}, {info.max}]"
+            )
+    else:
+        limit = torch.finfo(dtype).max
+        finite = not isinstance(pad_value, float) or math.isfinite(pad_value)
+        if finite and abs(pad_value) > limit:  # exact for ints of any size
+            raise ValueError(
+                f"pad_value={pad_value!r} overflows dtype {dtype} (largest finite {limit})"
+            )
+        value = float(pad_value)
+    native = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+    needs_bits = (kind == "i" and dtype not in native) or (kind == "f" and dtype.itemsize == 1)
+    if not needs_bits:
+        return Fill(value, None)
+    bits = _BITS[dtype.itemsize]
+    if kind == "i":
+        width = 8 * dtype.itemsize
+        pattern = value - (1 << width) if value >= 1 << (width - 1) else value
+    else:
+        pattern = int(torch.tensor(value, dtype=dtype).view(bits).item())
+    return Fill(pattern, bits)
+
+
+def check_call_args(config: Any, cp_rank: Any, need_roll: Any, pad_value: Any) -> int:
+    """Per-call argument checks (R-IN-4, R-ERR-1, R-ERR-5); returns `cp_rank` as an int."""
+    if not isinstance(config, PackConfig):
+        raise TypeError(f"config must be a PackConfig, got {type(config).__name__}")
+    rank = as_integer("cp_rank", cp_rank)
+    if not isinstance(need_roll, bool):
+        raise TypeError(f"need_roll must be a bool, got need_roll={need_roll!r}")
+    if not isinstance(pad_value, (bool, int, float)):
+        raise TypeError(f"pad_value must be a bool, int or float, got pad_value={pad_value!r}")
+    if not 0 <= rank < config.cp_size:
+        raise ValueError(f"cp_rank must be in [0, {config.cp_size}), got cp_rank={rank}")
+    return rank
+
+
+def pack_batch(
+    batch: Batch, plan: Plan, config: PackConfig, rank: int, need_roll: bool, fill: Fill
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gather rank `rank`'s rows and position ids from a checked batch (R-ROW-*, R-POS-*)."""
+    rows_n = plan.local_rows
+    shift = 1 if need_roll else 0
+    lengths = batch.lengths
+    src_start = batch.src_start
+    if src_start is None:
+        src_start = plan.cu_seqlens[:-1].to(torch.int64)
+    seg = pack_segments(
+        lengths,
+        plan.seqlens_padded.to(torch.int64),
+        plan.cu_seqlens_padded.to(torch.int64),
+        src_start,
+        config.cp_size,
+        config.cp_layout,
+        rank,
+        rows_n,
+        shift,
+    )
+    device = batch.device
+    # R-POS-2, R-ROLL-1: position id = offset (+1 with need_roll) of the row's source.
+    pos = expand(rows_n, seg.starts, seg.pos_d, slope=1, dtype=torch.int64, device=device)
+    if rows_n == 0 or not bool((seg.idx_d >= 0).any()):
+        # Nothing real on this rank: every row is padding (R-ROW-2).
+        dtype = fill.view or batch.dtype
+        rows = torch.full((rows_n, *batch.trail), fill.value, dtype=dtype, device=device)
+        return rows.view(batch.dtype), pos
+    values = batch.flat_values()
+    n_src = values.shape[0]
+    idx = expand(
+        rows_n,
+        seg.starts,
+        seg.idx_d,
+        slope=1,
+        dtype=index_dtype(n_src, rows_n + 1),
+        device=device,
+    )
+    pad = idx.lt(0)  # padding segments carry negative indices
+    idx.clamp_(min=0)
+    rows = values.index_select(0, idx)  # R-ROW-1: real rows bit for bit
+    target = rows if fill.view is None else rows.view(fill.view)
+    target.masked_fill_(pad.view(rows_n, *([1] * len(batch.trail))), fill.value)  # R-ROW-2
+    return rows, pos
+
+
+def pack_thd(
+    seqs: Any,
+    config: PackConfig,
+    cp_rank: int,
+    *,
+    need_roll: bool = False,
+    pad_value: bool | int | float = 0,
+    lengths: Any = None,
+) -> tuple[torch.Tensor, torch.Tensor, Plan]:
+    """Pack a batch into rank `cp_rank`'s THD rows (spec §5-§8).
+
+    Returns `(rows [local_rows, *trail], position_ids [local_rows] int64, plan)`, on the
+    input's device and dtype. `seqs` is a list/tuple of tensors, a jagged nested tensor, or a
+    flat `[sum L, *trail]` tensor together with `lengths=` (a list or 1-D tensor). Every check
+    (R-ERR-*) runs before any data is read.
+    """
+    rank = check_call_args(config, cp_rank, need_roll, pad_value)
+    batch = check_batch(seqs, lengths)
+    fill = check_pad_value(pad_value, batch.dtype)
+    plan = plan_from_host(batch.lengths, config)
+    rows, pos = pack_batch(batch, plan, config, rank, need_roll, fill)
+    return rows, pos, plan

@@ -1,0 +1,120 @@
+# SPDX-License-Identifier: Apache-2.0
+# Implements THD packing spec 1.0.0
+"""The plan: padded lengths, boundaries and totals, computed on the host (spec §2-§4).
+
+Lengths are brought to the host once (a list, a CPU tensor, or one device-to-host copy when they
+arrive on an accelerator) and every plan quantity is computed there with a constant number of CPU
+tensor ops, so the cost does not grow in torch calls with the batch size and no accelerator is
+involved.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .config import INT32_MAX, PackConfig, as_integer, ceil_to
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Metadata of one pack, identical on every rank (R-META-1..5).
+
+    Arrays are CPU int32 tensors; `max_seqlen`, `total` and `local_rows` are Python ints.
+    """
+
+    seqlens: torch.Tensor
+    seqlens_padded: torch.Tensor
+    cu_seqlens: torch.Tensor
+    cu_seqlens_padded: torch.Tensor
+    max_seqlen: int
+    total: int
+    local_rows: int
+
+
+def host_lengths(seqlens: Any, name: str = "seqlens") -> torch.Tensor:
+    """Return the lengths as a 1-D CPU int64 tensor, checking types only (R-ERR-1).
+
+    A list or tuple must hold integers (spec §0, bools refused); a tensor or array must have an
+    integer dtype. A tensor on an accelerator is copied to the host here: one device-to-host
+    copy, the only synchronisation the whole pack performs.
+    """
+    if isinstance(seqlens, (list, tuple)):
+        if all(type(x) is int for x in seqlens):
+            values = list(seqlens)
+        else:
+            values = [as_integer(f"{name}[{k}]", x) for k, x in enumerate(seqlens)]
+        try:
+            return torch.tensor(values, dtype=torch.int64)
+        except (OverflowError, RuntimeError, ValueError):
+            # A Python int beyond int64 is certainly above INT32_MAX (R-ERR-8) or below zero.
+            bad = next(v for v in values if not -(2**63) <= v < 2**63)
+            raise ValueError(f"length out of range: {name} contains {bad}") from None
+    if isinstance(seqlens, torch.Tensor):
+        t = seqlens
+    elif hasattr(seqlens, "__array__") and not isinstance(seqlens, (str, bytes)):
+        t = torch.as_tensor(seqlens)
+    else:
+        raise TypeError(
+            f"{name} must be a list, tuple or 1-D integer tensor, got {type(seqlens).__name__}"
+        )
+    if t.is_nested or t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
+        raise TypeError(f"{name} must hold integers, got dtype {t.dtype}")
+    if t.dim() != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {tuple(t.shape)}")
+    return t.to(device="cpu", dtype=torch.int64)
+
+
+def check_lengths(lengths: torch.Tensor, name: str = "seqlens") -> None:
+    """R-ERR-7, R-ERR-6, R-ERR-8 on host lengths (CPU tensor; scalar reads are host-only)."""
+    if lengths.numel() == 0:
+        raise ValueError(f"empty batch: {name} has no sequences (B = 0)")
+    lo = int(lengths.min())
+    if lo < 0:
+        raise ValueError(f"negative length: {name} contains {lo}")
+    hi = int(lengths.max())
+    if hi > INT32_MAX:
+        raise ValueError(f"length above INT32_MAX: {name} contains {hi}")
+
+
+def plan_from_host(lengths: torch.Tensor, config: PackConfig) -> Plan:
+    """Compute the plan from checked CPU int64 lengths (R-ALIGN-3, R-TOTAL-1..6, R-META-1..5)."""
+    a = config.seq_align
+    padded = torch.div(lengths + (a - 1), a, rounding_mode="floor").mul_(a)  # R-ALIGN-3
+    s = int(padded.sum())
+    n = s  # R-TOTAL-3
+    if config.min_local_rows is not None:
+        n = max(s, config.cp_size * config.min_local_rows)
+    total = ceil_to(n, config.total_modulus)  # R-TOTAL-4
+    if total > INT32_MAX:  # R-TOTAL-6, R-ERR-8
+        raise ValueError(f"total rows T={total} exceed INT32_MAX={INT32_MAX}")
+    padded[-1] += total - s  # R-TOTAL-5: every total-level row goes onto the last sequence
+    b = lengths.numel()
+    cu = torch.zeros(b + 1, dtype=torch.int32)
+    torch.cumsum(lengths, 0, out=cu[1:])  # R-META-2
+    cup = torch.zeros(b + 1, dtype=torch.int32)
+    torch.cumsum(padded, 0, out=cup[1:])  # R-META-3
+    return Plan(
+        seqlens=lengths.to(torch.int32),  # R-META-1
+        seqlens_padded=padded.to(torch.int32),
+        cu_seqlens=cu,
+        cu_seqlens_padded=cup,
+        max_seqlen=int(padded.max()),  # R-META-4
+        total=total,  # R-META-5
+        local_rows=total // config.cp_size,
+    )
+
+
+def plan_thd(seqlens: Any, config: PackConfig) -> Plan:
+    """Plan a pack of sequences with lengths `seqlens` under `config` (spec §2-§4).
+
+    `seqlens` is a list/tuple of integers or a 1-D integer tensor (a CUDA tensor costs one
+    device-to-host copy). Raises TypeError/ValueError per R-ERR-1, R-ERR-6..8.
+    """
+    if not isinstance(config, PackConfig):
+        raise TypeError(f"config must be a PackConfig, got {type(config).__name__}")
+    lengths = host_lengths(seqlens)
+    check_lengths(lengths)
+    return plan_from_host(lengths, config)

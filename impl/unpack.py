@@ -1,0 +1,96 @@
+# SPDX-License-Identifier: Apache-2.0
+# Implements THD packing spec 1.0.0
+"""`unpack_thd`: one gather over all ranks' rows through the inverse row map (spec §9).
+
+The ranks' rows are concatenated in rank order (skipped when cp = 1), then one `index_select`
+pulls every real token into a flat `[sum L, *trail]` buffer, which is split into per-sequence
+views. The number of torch ops does not depend on B; the host builds an O(B * 2cp) segment
+table. Gradients flow to every shard through `cat` and `index_select`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .config import PackConfig
+from .plan import Plan
+from .rowmap import expand, index_dtype, unpack_segments
+
+
+def check_shards(shards: Any, local_rows: int, cp: int) -> list[torch.Tensor]:
+    """R-ERR-1, R-ERR-11: shard count, row counts, trailing shapes, dtypes, devices."""
+    if not isinstance(shards, (list, tuple)):
+        raise TypeError(f"shards must be a list or tuple of tensors, got {type(shards).__name__}")
+    for k, x in enumerate(shards):
+        if not isinstance(x, torch.Tensor) or x.is_nested:
+            raise TypeError(f"shards[{k}] must be a torch.Tensor, got {type(x).__name__}")
+    if len(shards) != cp:
+        raise ValueError(f"expected cp_size={cp} shards, got {len(shards)}")
+    for k, x in enumerate(shards):
+        if x.dim() == 0 or x.shape[0] != local_rows:
+            raise ValueError(
+                f"shards[{k}] has shape {tuple(x.shape)}, expected {local_rows} rows"
+            )
+    first = shards[0]
+    for k, x in enumerate(shards):
+        if x.shape[1:] != first.shape[1:]:
+            raise ValueError(
+                f"shards[{k}] has trailing shape {tuple(x.shape[1:])}, "
+                f"shards[0] has {tuple(first.shape[1:])}"
+            )
+        if x.dtype != first.dtype:
+            raise ValueError(f"shards[{k}] has dtype {x.dtype}, shards[0] has {first.dtype}")
+        if x.device != first.device:
+            raise ValueError(f"shards[{k}] is on {x.device}, shards[0] is on {first.device}")
+    return list(shards)
+
+
+def unpack_flat(
+    shards: list[torch.Tensor],
+    seqlens: torch.Tensor,
+    cu_padded: torch.Tensor,
+    cp: int,
+    layout: str,
+) -> torch.Tensor:
+    """Gather every real token into a flat `[sum L, *trail]` tensor (R-UNPACK-1, R-UNPACK-3).
+
+    `seqlens` and `cu_padded` are host (CPU) integer tensors; shards are already checked.
+    """
+    lengths = seqlens.to(torch.int64)
+    cup = cu_padded.to(torch.int64)
+    cu = torch.zeros_like(cup)
+    torch.cumsum(lengths, 0, out=cu[1:])
+    n = int(cu[-1])
+    local_rows = shards[0].shape[0]
+    starts, d = unpack_segments(lengths, cup[1:] - cup[:-1], cu, cup, cp, layout, local_rows)
+    src = shards[0] if cp == 1 else torch.cat(shards, dim=0)
+    first = shards[0]
+    if n == 0:
+        return first.new_empty((0, *first.shape[1:]))
+    idx = expand(
+        n, starts, d, slope=1, dtype=index_dtype(cp * local_rows, n), device=first.device
+    )
+    return src.index_select(0, idx)
+
+
+def unpack_thd(shards: Any, plan: Plan, config: PackConfig) -> list[torch.Tensor]:
+    """Rebuild the batch from every rank's rows, in rank order (R-UNPACK-1..3, R-ERR-11).
+
+    Returns B tensors `[L_i, *trail]`: views into one flat buffer.
+    """
+    if not isinstance(config, PackConfig):
+        raise TypeError(f"config must be a PackConfig, got {type(config).__name__}")
+    if not isinstance(plan, Plan):
+        raise TypeError(f"plan must be a Plan, got {type(plan).__name__}")
+    if plan.total != plan.local_rows * config.cp_size:
+        raise ValueError(
+            f"plan total={plan.total} is not local_rows={plan.local_rows} * "
+            f"cp_size={config.cp_size}"
+        )
+    parts = check_shards(shards, plan.local_rows, config.cp_size)
+    flat = unpack_flat(
+        parts, plan.seqlens, plan.cu_seqlens_padded, config.cp_size, config.cp_layout
+    )
+    return list(torch.split(flat, plan.seqlens.tolist(), dim=0))
