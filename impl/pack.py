@@ -73,9 +73,7 @@ def check_batch(seqs: Any, lengths: Any = None) -> Batch:
         check_lengths(host, "lengths")
         total = int(host.sum())
         if total != seqs.shape[0]:
-            raise ValueError(
-                f"lengths sum to {total} but the values have {seqs.shape[0]} rows"
-            )
+            raise ValueError(f"lengths sum to {total} but the values have {seqs.shape[0]} rows")
         return Batch(seqs, host, None, None, tuple(seqs.shape[1:]), seqs.dtype, seqs.device)
     if isinstance(seqs, torch.Tensor) and seqs.is_nested:
         if seqs.layout != torch.jagged:
@@ -236,7 +234,7 @@ def pack_batch(
     device = batch.device
     # R-POS-2, R-ROLL-1: position id = offset (+1 with need_roll) of the row's source.
     pos = expand(rows_n, seg.starts, seg.pos_d, slope=1, dtype=torch.int64, device=device)
-    if rows_n == 0 or not bool((seg.idx_d >= 0).any()):
+    if rows_n == 0 or not bool(seg.real.any()):
         # Nothing real on this rank: every row is padding (R-ROW-2).
         dtype = fill.view or batch.dtype
         rows = torch.full((rows_n, *batch.trail), fill.value, dtype=dtype, device=device)

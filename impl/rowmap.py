@@ -12,6 +12,8 @@ expanded on the target device with three ops and one buffer: fill with the slope
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from .config import INT32_MAX
@@ -54,12 +56,18 @@ class Segments:
     """Host segment table of one rank: starts and per-segment constants (CPU int64, [S])."""
 
     def __init__(
-        self, starts: torch.Tensor, pos_d: torch.Tensor, idx_d: torch.Tensor, seq: torch.Tensor
+        self,
+        starts: torch.Tensor,
+        pos_d: torch.Tensor,
+        idx_d: torch.Tensor,
+        seq: torch.Tensor,
+        real: torch.Tensor,
     ) -> None:
         self.starts = starts  # first local row of the segment
         self.pos_d = pos_d  # position id = row + pos_d (a ramp)
-        self.idx_d = idx_d  # source index = row + idx_d; negative on padding segments
-        self.seq = seq  # sequence index (for row_sources only)
+        self.idx_d = idx_d  # source index = row + idx_d; the index is negative on padding
+        self.seq = seq  # sequence index of the segment
+        self.real = real  # bool: real rows (else padding)
 
 
 def pack_segments(
@@ -92,8 +100,9 @@ def pack_segments(
     pad_d = torch.full_like(real_d, -(local_rows + 1))
     idx_d = torch.stack((real_d, pad_d), dim=2).reshape(-1)
     seq = torch.arange(seqlens.numel()).repeat_interleave(2 * k)
+    real = torch.tensor([True, False]).repeat(seqlens.numel() * k)
     keep = lens > 0
-    return Segments(starts[keep], pos_d[keep], idx_d[keep], seq[keep])
+    return Segments(starts[keep], pos_d[keep], idx_d[keep], seq[keep], real[keep])
 
 
 def unpack_segments(
@@ -156,3 +165,32 @@ def expand(
 def index_dtype(*bounds: int) -> torch.dtype:
     """int32 when every value and increment of an index fits in it, else int64."""
     return torch.int32 if sum(abs(b) for b in bounds) + 2 <= INT32_MAX else torch.int64
+
+
+def row_sources(
+    plan: Any, config: Any, cp_rank: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Rank `cp_rank`'s row map as CPU tensors `(seq, offset, real)`, each `[local_rows]`.
+
+    The same map `pack_thd` gathers through (R-SHARD-1..3, R-ALIGN-4), exposed so that it can
+    be compared with the reference's `row_map` without any data.
+    """
+    seg = pack_segments(
+        plan.seqlens.to(torch.int64),
+        plan.seqlens_padded.to(torch.int64),
+        plan.cu_seqlens_padded.to(torch.int64),
+        plan.cu_seqlens[:-1].to(torch.int64),
+        config.cp_size,
+        config.cp_layout,
+        cp_rank,
+        plan.local_rows,
+        0,
+    )
+    cpu = torch.device("cpu")
+    rows = plan.local_rows
+    offset = expand(rows, seg.starts, seg.pos_d, slope=1, dtype=torch.int64, device=cpu)
+    seq = expand(rows, seg.starts, seg.seq, slope=0, dtype=torch.int64, device=cpu)
+    real = expand(
+        rows, seg.starts, seg.real.to(torch.int64), slope=0, dtype=torch.int64, device=cpu
+    )
+    return seq, offset, real.bool()

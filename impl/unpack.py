@@ -30,9 +30,7 @@ def check_shards(shards: Any, local_rows: int, cp: int) -> list[torch.Tensor]:
         raise ValueError(f"expected cp_size={cp} shards, got {len(shards)}")
     for k, x in enumerate(shards):
         if x.dim() == 0 or x.shape[0] != local_rows:
-            raise ValueError(
-                f"shards[{k}] has shape {tuple(x.shape)}, expected {local_rows} rows"
-            )
+            raise ValueError(f"shards[{k}] has shape {tuple(x.shape)}, expected {local_rows} rows")
     first = shards[0]
     for k, x in enumerate(shards):
         if x.shape[1:] != first.shape[1:]:
@@ -45,6 +43,34 @@ def check_shards(shards: Any, local_rows: int, cp: int) -> list[torch.Tensor]:
         if x.device != first.device:
             raise ValueError(f"shards[{k}] is on {x.device}, shards[0] is on {first.device}")
     return list(shards)
+
+
+def check_plan(plan: Plan, cp: int, layout: str) -> None:
+    """Host checks that the plan is self-consistent, so the inverse map stays in range.
+
+    R-ERR-11 names the total; a plan whose arrays disagree with each other (hand-built or
+    tampered) is rejected the same way instead of gathering out of range.
+    """
+    if plan.total != plan.local_rows * cp:
+        raise ValueError(
+            f"plan total={plan.total} is not local_rows={plan.local_rows} * cp_size={cp}"
+        )
+    lengths = plan.seqlens.to(torch.int64)
+    padded = plan.seqlens_padded.to(torch.int64)
+    cup = plan.cu_seqlens_padded.to(torch.int64)
+    b = lengths.numel()
+    if b == 0 or padded.shape != (b,) or cup.shape != (b + 1,):
+        raise ValueError("plan arrays have inconsistent lengths")
+    ok = (
+        int(cup[0]) == 0
+        and int(cup[-1]) == plan.total
+        and bool(torch.equal(cup[1:] - cup[:-1], padded))
+        and bool(((lengths >= 0) & (lengths <= padded)).all())
+    )
+    if ok and cp > 1 and layout == "zigzag":
+        ok = bool((padded % (2 * cp) == 0).all())
+    if not ok:
+        raise ValueError("plan is inconsistent: seqlens, seqlens_padded, cu_seqlens_padded, total")
 
 
 def unpack_flat(
@@ -69,9 +95,7 @@ def unpack_flat(
     first = shards[0]
     if n == 0:
         return first.new_empty((0, *first.shape[1:]))
-    idx = expand(
-        n, starts, d, slope=1, dtype=index_dtype(cp * local_rows, n), device=first.device
-    )
+    idx = expand(n, starts, d, slope=1, dtype=index_dtype(cp * local_rows, n), device=first.device)
     return src.index_select(0, idx)
 
 
@@ -84,12 +108,8 @@ def unpack_thd(shards: Any, plan: Plan, config: PackConfig) -> list[torch.Tensor
         raise TypeError(f"config must be a PackConfig, got {type(config).__name__}")
     if not isinstance(plan, Plan):
         raise TypeError(f"plan must be a Plan, got {type(plan).__name__}")
-    if plan.total != plan.local_rows * config.cp_size:
-        raise ValueError(
-            f"plan total={plan.total} is not local_rows={plan.local_rows} * "
-            f"cp_size={config.cp_size}"
-        )
     parts = check_shards(shards, plan.local_rows, config.cp_size)
+    check_plan(plan, config.cp_size, config.cp_layout)
     flat = unpack_flat(
         parts, plan.seqlens, plan.cu_seqlens_padded, config.cp_size, config.cp_layout
     )
