@@ -1,0 +1,661 @@
+"""Benchmarks, side by side: impl, the NumPy reference, upstream verl 0.9.1, the gather floor.
+
+    python -m bench.run [--quick] [--out reports/bench.json]
+
+For each case (B, tp, cp, bucket, payload) it times pack (rank 0 alone, and every rank in turn)
+and unpack, and reports medians and ratios. It then measures peak memory per call, counts the
+torch ops dispatched per call at B = 16 and B = 1024, and on CUDA (when present) counts kernel
+launches and checks for device-to-host syncs. These are benchmarks, never timed tests: nothing
+here fails on a slow number; the goals are reported as met or not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import gc
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+import impl
+
+MAX_LEN = 4096
+PAYLOADS = ("ids", "f32x8")  # 1-D int64 token ids; a [L, 8] float32 tensor
+GOAL_VERL_SPEEDUP = 100.0  # impl at least 100x faster than verl at B = 256, cp = 4
+GOAL_FLOOR_RATIO = 5.0  # and within 5x of the gather floor
+
+
+# --------------------------------------------------------------------------- data
+
+
+def draw_lengths(batch: int, seed: int) -> list[int]:
+    """Lengths uniform in [1, MAX_LEN], seeded per B so every implementation sees the same."""
+    rng = np.random.default_rng(seed + batch)
+    return [int(v) for v in rng.integers(1, MAX_LEN + 1, size=batch)]
+
+
+def make_batch(lengths: Sequence[int], payload: str, seed: int) -> list[torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    if payload == "ids":
+        return [torch.randint(0, 150_000, (n,), dtype=torch.int64, generator=gen)
+                for n in lengths]
+    return [torch.randn(n, 8, dtype=torch.float32, generator=gen) for n in lengths]
+
+
+# --------------------------------------------------------------------------- timing
+
+
+def time_calls(fn: Callable[[], Any], repeats: int, warmup: int = 1) -> list[float]:
+    """Wall time of ``repeats`` calls after ``warmup`` untimed ones (GC off while timing)."""
+    for _ in range(warmup):
+        fn()
+    gc.collect()
+    gc.disable()
+    try:
+        out = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - start)
+    finally:
+        gc.enable()
+    return out
+
+
+def time_ranks(make_fn: Callable[[int], Callable[[], Any]], cp: int, repeats: int,
+               warmup: int = 1) -> tuple[list[float], list[float]]:
+    """Per repeat: rank 0's call time, and the sum over every rank's call (all ranks)."""
+    fns = [make_fn(r) for r in range(cp)]
+    for _ in range(warmup):
+        for fn in fns:
+            fn()
+    gc.collect()
+    gc.disable()
+    one, every = [], []
+    try:
+        for _ in range(repeats):
+            total = 0.0
+            for rank, fn in enumerate(fns):
+                start = time.perf_counter()
+                fn()
+                elapsed = time.perf_counter() - start
+                total += elapsed
+                if rank == 0:
+                    one.append(elapsed)
+            every.append(total)
+    finally:
+        gc.enable()
+    return one, every
+
+
+def summary(samples: list[float]) -> dict[str, Any]:
+    return {"median_s": statistics.median(samples), "min_s": min(samples), "n": len(samples)}
+
+
+def ratio(num: dict[str, Any] | None, den: dict[str, Any] | None) -> float | None:
+    if not num or not den or den["median_s"] <= 0:
+        return None
+    return float(num["median_s"] / den["median_s"])
+
+
+# --------------------------------------------------------------------------- competitors
+
+
+class Verl:
+    """verl 0.9.1's preprocess/postprocess_thd_engine on a fake parallel state, or None."""
+
+    def __init__(self) -> None:
+        from .verl_loader import load_verl_util, verl_version
+
+        self.mod = load_verl_util()
+        self.version = verl_version()
+
+    def pack_fn(self, nested: torch.Tensor, tp: int, cp: int, rank: int,
+                bucket: int | None) -> Callable[[], Any]:
+        from .verl_loader import set_parallel_state
+
+        def call() -> Any:
+            set_parallel_state(self.mod, tp=tp, cp=cp, cp_rank=rank)
+            return self.mod.preprocess_thd_engine(nested, pad_to_length_bucket=bucket)
+
+        return call
+
+    def unpack_fn(self, nested: torch.Tensor, shards: list[torch.Tensor], params: Any,
+                  tp: int, cp: int) -> Callable[[], Any]:
+        """Rank 0's postprocess; ``all_gather`` hands over the other ranks' rows, no copy."""
+        from .verl_loader import set_parallel_state
+
+        batch = nested.size(0)
+
+        def call() -> Any:
+            set_parallel_state(self.mod, tp=tp, cp=cp, cp_rank=0)
+            with _fake_all_gather(shards):
+                return self.mod.postprocess_thd_engine(shards[0][None], params, nested, batch)
+
+        return call
+
+
+@contextmanager
+def _fake_all_gather(shards: list[torch.Tensor]) -> Any:
+    """Stand in for ``torch.distributed.all_gather`` on one process: the shards are the result."""
+    import torch.distributed as tdist
+
+    saved = getattr(tdist, "all_gather", None)
+
+    def all_gather(output: list[torch.Tensor], tensor: torch.Tensor, group: Any = None) -> None:
+        for rank, shard in enumerate(shards):
+            output[rank] = shard[None]
+
+    tdist.all_gather = all_gather  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        tdist.all_gather = saved  # type: ignore[assignment]
+
+
+def _load_reference() -> Any:
+    try:
+        import reference
+    except ImportError:
+        return None
+    return reference
+
+
+# --------------------------------------------------------------------------- one case
+
+
+def run_case(batch: int, tp: int, cp: int, bucket: int | None, payload: str,
+             seqs: list[torch.Tensor], np_seqs: list[np.ndarray] | None,
+             nested: torch.Tensor | None, verl: Verl | None, reference: Any,
+             reps: dict[str, int]) -> dict[str, Any]:
+    config = impl.PackConfig(tp_size=tp, cp_size=cp, bucket=bucket)
+    flat = torch.cat(seqs)
+    shards = []
+    plan = None
+    for rank in range(cp):
+        rows, _, plan = impl.pack_thd(seqs, config, rank)
+        shards.append(rows)
+    assert plan is not None
+    case: dict[str, Any] = {
+        "B": batch, "tp": tp, "cp": cp, "bucket": bucket, "payload": payload,
+        "real_tokens": int(flat.shape[0]), "total": plan.total, "local_rows": plan.local_rows,
+        "out_bytes_per_rank": shards[0].numel() * shards[0].element_size(),
+        "pack": {}, "unpack": {}, "checks": {},
+    }
+    pack, unpack, checks = case["pack"], case["unpack"], case["checks"]
+
+    # impl, list input (the API's main form) and jagged nested input (what verl takes).
+    one, every = time_ranks(lambda r: lambda: impl.pack_thd(seqs, config, r), cp, reps["fast"])
+    pack["impl_one"], pack["impl_all"] = summary(one), summary(every)
+    if nested is not None:
+        one, every = time_ranks(lambda r: lambda: impl.pack_thd(nested, config, r), cp,
+                                reps["fast"])
+        pack["impl_nested_one"], pack["impl_nested_all"] = summary(one), summary(every)
+
+    # Floor: one index_select of the same number of rows from a flat buffer of the same bytes.
+    idx_one = torch.arange(plan.local_rows) % max(flat.shape[0], 1)
+    idx_all = torch.arange(plan.total) % max(flat.shape[0], 1)
+    pack["floor_one"] = summary(time_calls(lambda: torch.index_select(flat, 0, idx_one),
+                                           reps["fast"]))
+    pack["floor_all"] = summary(time_calls(lambda: torch.index_select(flat, 0, idx_all),
+                                           reps["fast"]))
+
+    if reference is not None and np_seqs is not None:
+        rconfig = reference.PackConfig(tp_size=tp, cp_size=cp, bucket=bucket)
+        one, every = time_ranks(lambda r: lambda: reference.pack_thd(np_seqs, rconfig, r), cp,
+                                reps["reference"], warmup=0)
+        pack["reference_one"], pack["reference_all"] = summary(one), summary(every)
+        ref_rows, _, ref_plan = reference.pack_thd(np_seqs, rconfig, 0)
+        checks["reference_rows_equal"] = bool(torch.equal(shards[0], torch.from_numpy(ref_rows)))
+        ref_shards = [ref_rows] + [reference.pack_thd(np_seqs, rconfig, r)[0]
+                                   for r in range(1, cp)]
+        unpack["reference"] = summary(time_calls(
+            lambda: reference.unpack_thd(ref_shards, ref_plan, rconfig), reps["reference"],
+            warmup=0))
+
+    if verl is not None and nested is not None:
+        one, every = time_ranks(lambda r: verl.pack_fn(nested, tp, cp, r, bucket), cp,
+                                reps["verl"])
+        pack["verl_one"], pack["verl_all"] = summary(one), summary(every)
+        verl_rows, params, _ = verl.pack_fn(nested, tp, cp, 0, bucket)()
+        same_shape = tuple(verl_rows[0].shape) == tuple(shards[0].shape)
+        checks["verl_rows_equal"] = bool(same_shape and torch.equal(verl_rows[0], shards[0]))
+        unpack["verl"] = summary(time_calls(verl.unpack_fn(nested, shards, params, tp, cp),
+                                            reps["verl"]))
+
+    # Unpack: impl, and the floor (one index_select of the real rows from the packed rows).
+    unpack["impl"] = summary(time_calls(lambda: impl.unpack_thd(shards, plan, config),
+                                        reps["fast"]))
+    packed = torch.cat(shards)
+    idx_real = torch.arange(flat.shape[0]) % max(packed.shape[0], 1)
+    unpack["floor"] = summary(time_calls(lambda: torch.index_select(packed, 0, idx_real),
+                                         reps["fast"]))
+    back = impl.unpack_thd(shards, plan, config)
+    checks["impl_roundtrip"] = all(torch.equal(a, b) for a, b in zip(back, seqs, strict=True))
+
+    case["ratios"] = {
+        "verl_over_impl_one": ratio(pack.get("verl_one"), pack["impl_one"]),
+        "verl_over_impl_all": ratio(pack.get("verl_all"), pack["impl_all"]),
+        "impl_over_floor_one": ratio(pack["impl_one"], pack["floor_one"]),
+        "impl_over_floor_all": ratio(pack["impl_all"], pack["floor_all"]),
+        "reference_over_impl_all": ratio(pack.get("reference_all"), pack["impl_all"]),
+        "unpack_verl_over_impl": ratio(unpack.get("verl"), unpack["impl"]),
+        "unpack_impl_over_floor": ratio(unpack["impl"], unpack["floor"]),
+        "unpack_reference_over_impl": ratio(unpack.get("reference"), unpack["impl"]),
+    }
+    return case
+
+
+# --------------------------------------------------------------------------- op counts
+
+
+def count_ops(fn: Callable[[], Any]) -> dict[str, int]:
+    """The aten ops one call dispatches (a TorchDispatchMode sees every op, CPU or CUDA)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    counts: dict[str, int] = {}
+
+    class Counter(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
+                               kwargs: Any = None) -> Any:
+            name = str(func.overloadpacket)
+            counts[name] = counts.get(name, 0) + 1
+            return func(*args, **(kwargs or {}))
+
+    with Counter():
+        fn()
+    return counts
+
+
+def op_count_section(seed: int, verl: Verl | None) -> dict[str, Any]:
+    """Ops per call at B = 16 and B = 1024 (cp = 4, bucket 512, [L, 8] float32)."""
+    out: dict[str, Any] = {}
+    config = impl.PackConfig(cp_size=4, bucket=512)
+    for batch in (16, 1024):
+        seqs = make_batch(draw_lengths(batch, seed), "f32x8", seed)
+        shards = [impl.pack_thd(seqs, config, r)[0] for r in range(4)]
+        plan = impl.plan_thd([s.shape[0] for s in seqs], config)
+        entry = {
+            "impl_pack": count_ops(partial(impl.pack_thd, seqs, config, 0)),
+            "impl_unpack": count_ops(partial(impl.unpack_thd, shards, plan, config)),
+        }
+        if verl is not None:
+            nested = torch.nested.nested_tensor(seqs, layout=torch.jagged)
+            entry["verl_pack"] = count_ops(verl.pack_fn(nested, 1, 4, 0, 512))
+        out[f"B={batch}"] = {k: {"total": sum(v.values()), "ops": v} for k, v in entry.items()}
+    for key in ("impl_pack", "impl_unpack"):
+        out[f"{key}_equal"] = out["B=16"][key]["total"] == out["B=1024"][key]["total"]
+    return out
+
+
+# --------------------------------------------------------------------------- memory
+
+
+def torch_peak_bytes(fn: Callable[[], Any]) -> tuple[int, int]:
+    """Peak of live torch CPU allocations during one call, and the bytes still live at its end.
+
+    From the profiler's memory events (allocations +, frees -), summed in time order.
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()  # warm-up: lazy initialisation is not the call's cost
+    gc.collect()
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        result = fn()
+    events = [(e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
+              if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU]
+    events.sort()
+    live = peak = 0
+    for _, nbytes in events:
+        live += nbytes
+        peak = max(peak, live)
+    del result
+    return peak, live
+
+
+def memory_section(seed: int, verl: Verl | None) -> dict[str, Any]:
+    """Peak memory per call against the output size, B = 1024, cp = 4, bucket 512, f32x8."""
+    batch, cp, bucket = 1024, 4, 512
+    seqs = make_batch(draw_lengths(batch, seed), "f32x8", seed)
+    config = impl.PackConfig(cp_size=cp, bucket=bucket)
+    shards = [impl.pack_thd(seqs, config, r)[0] for r in range(cp)]
+    plan = impl.plan_thd([s.shape[0] for s in seqs], config)
+    out_rank = shards[0].numel() * shards[0].element_size()
+    out_unpack = sum(s.numel() * s.element_size() for s in seqs)
+    flat = torch.cat(seqs)
+    idx = torch.arange(plan.local_rows)
+    calls: dict[str, tuple[Callable[[], Any], int]] = {
+        "impl_pack_one_rank": (lambda: impl.pack_thd(seqs, config, 0), out_rank),
+        "impl_unpack": (lambda: impl.unpack_thd(shards, plan, config), out_unpack),
+        "floor_index_select": (lambda: torch.index_select(flat, 0, idx), out_rank),
+    }
+    if verl is not None:
+        nested = torch.nested.nested_tensor(seqs, layout=torch.jagged)
+        calls["verl_pack_one_rank"] = (verl.pack_fn(nested, 1, cp, 0, bucket), out_rank)
+    result: dict[str, Any] = {"case": {"B": batch, "cp": cp, "bucket": bucket,
+                                       "payload": "f32x8"}, "torch_profiler": {}}
+    for name, (fn, out_bytes) in calls.items():
+        peak, live = torch_peak_bytes(fn)
+        result["torch_profiler"][name] = {"peak_bytes": peak, "live_at_end_bytes": live,
+                                          "output_bytes": out_bytes,
+                                          "peak_over_output": peak / out_bytes}
+    return result
+
+
+def rss_probe(which: str, seed: int) -> dict[str, Any]:
+    """In a fresh subprocess: the resident-set high-water mark one call adds (VmHWM - VmRSS)."""
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", MALLOC_TRIM_THRESHOLD_="0")
+    cmd = [sys.executable, "-m", "bench.run", "--_rss-probe", which, "--seed", str(seed)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600,
+                          cwd=Path(__file__).resolve().parent.parent)
+    if proc.returncode != 0:
+        return {"error": proc.stderr.strip().splitlines()[-1:] or ["failed"]}
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def _status_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def _rss_probe_child(which: str, seed: int) -> None:
+    batch, cp, bucket = 1024, 4, 512
+    seqs = make_batch(draw_lengths(batch, seed), "f32x8", seed)
+    config = impl.PackConfig(cp_size=cp, bucket=bucket)
+    if which == "impl":
+        def fn() -> Any:
+            return impl.pack_thd(seqs, config, 0)
+    elif which == "reference":
+        import reference
+
+        np_seqs = [s.numpy() for s in seqs]
+        rconfig = reference.PackConfig(cp_size=cp, bucket=bucket)
+
+        def fn() -> Any:
+            return reference.pack_thd(np_seqs, rconfig, 0)
+    elif which == "verl":
+        nested = torch.nested.nested_tensor(seqs, layout=torch.jagged)
+        fn = Verl().pack_fn(nested, 1, cp, 0, bucket)
+    else:
+        flat = torch.cat(seqs)
+        idx = torch.arange(impl.plan_thd([s.shape[0] for s in seqs], config).local_rows)
+
+        def fn() -> Any:
+            return torch.index_select(flat, 0, idx)
+    out_bytes = 0
+    result = fn()  # warm-up
+    del result
+    gc.collect()
+    Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS
+    before = _status_kib("VmRSS")
+    result = fn()
+    peak = _status_kib("VmHWM")
+    first = result[0] if isinstance(result, tuple) else result
+    out_bytes = first.numel() * first.element_size()
+    print(json.dumps({"rss_before_kib": before, "hwm_kib": peak,
+                      "added_bytes": (peak - before) * 1024, "output_bytes": out_bytes,
+                      "added_over_output": (peak - before) * 1024 / out_bytes}))
+
+
+# --------------------------------------------------------------------------- CUDA
+
+
+def cuda_section(seed: int, verl: Verl | None) -> dict[str, Any]:
+    """Kernel launches per call and a device-to-host sync check, with host lengths."""
+    if not torch.cuda.is_available():
+        return {"skipped": "no CUDA device"}
+    from torch.profiler import ProfilerActivity, profile
+
+    out: dict[str, Any] = {"device": torch.cuda.get_device_name()}
+    config = impl.PackConfig(cp_size=4, bucket=512)
+    for batch in (16, 1024):
+        seqs = [s.cuda() for s in make_batch(draw_lengths(batch, seed), "f32x8", seed)]
+        impl.pack_thd(seqs, config, 0)
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            impl.pack_thd(seqs, config, 0)
+            torch.cuda.synchronize()
+        kernels = [e for e in prof.events()
+                   if e.device_type == torch.autograd.DeviceType.CUDA]
+        sync = "none"
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            impl.pack_thd(seqs, config, 0)
+        except RuntimeError as exc:
+            sync = f"synchronizing call: {exc}"
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+        flat = torch.cat(seqs)
+        idx = torch.arange(impl.plan_thd([s.shape[0] for s in seqs], config).local_rows,
+                           device="cuda")
+
+        def cuda_timed(fn: Callable[[], Any]) -> dict[str, Any]:
+            def synced() -> None:
+                fn()
+                torch.cuda.synchronize()
+            return summary(time_calls(synced, 20, warmup=2))
+
+        entry = {"kernels_and_copies": len(kernels), "sync": sync,
+                 "impl_one": cuda_timed(partial(impl.pack_thd, seqs, config, 0)),
+                 "floor_one": cuda_timed(partial(torch.index_select, flat, 0, idx))}
+        if verl is not None:
+            nested = torch.nested.nested_tensor(seqs, layout=torch.jagged)
+            entry["verl_one"] = cuda_timed(verl.pack_fn(nested, 1, 4, 0, 512))
+        out[f"B={batch}"] = entry
+    return out
+
+
+# --------------------------------------------------------------------------- report
+
+
+def machine() -> dict[str, Any]:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
+            if line.startswith("Model name:"):
+                cpu = line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    verl_version = None
+    try:
+        from .verl_loader import verl_version as vv
+
+        verl_version = vv()
+    except ImportError:
+        pass
+    return {"date_utc": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M"), "cpu": cpu,
+            "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+            "python": platform.python_version(), "torch": torch.__version__,
+            "numpy": np.__version__, "verl": verl_version}
+
+
+def _ms(entry: dict[str, Any] | None) -> str:
+    return "-" if not entry else f"{entry['median_s'] * 1e3:.3g}"
+
+
+def _x(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
+def format_table(cases: list[dict[str, Any]]) -> str:
+    head = (f"{'B':>5} {'tp':>2} {'cp':>2} {'bkt':>4} {'data':>5} {'rows/rk':>8} | "
+            f"{'impl1':>7} {'implA':>7} {'refA':>7} {'verl1':>7} {'verlA':>7} {'flr1':>7} | "
+            f"{'verl/impl':>9} {'impl/flr':>8} | {'unp impl':>8} {'unp ref':>8} "
+            f"{'unp verl':>8} {'unp flr':>8}")
+    lines = ["pack and unpack, median ms (1 = rank 0 alone, A = every rank in turn)", head,
+             "-" * len(head)]
+    for c in cases:
+        p, u, r = c["pack"], c["unpack"], c["ratios"]
+        lines.append(
+            f"{c['B']:>5} {c['tp']:>2} {c['cp']:>2} {c['bucket'] or '-':>4} {c['payload']:>5} "
+            f"{c['local_rows']:>8} | {_ms(p['impl_one']):>7} {_ms(p['impl_all']):>7} "
+            f"{_ms(p.get('reference_all')):>7} {_ms(p.get('verl_one')):>7} "
+            f"{_ms(p.get('verl_all')):>7} {_ms(p['floor_one']):>7} | "
+            f"{_x(r['verl_over_impl_one']):>9} {_x(r['impl_over_floor_one']):>8} | "
+            f"{_ms(u['impl']):>8} {_ms(u.get('reference')):>8} {_ms(u.get('verl')):>8} "
+            f"{_ms(u['floor']):>8}")
+    return "\n".join(lines)
+
+
+def goals(cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """Issue goals at B = 256, cp = 4: verl/impl >= 100 and impl/floor <= 5 (rank 0 calls)."""
+    sel = [c for c in cases if c["B"] == 256 and c["cp"] == 4]
+    speed = [c["ratios"]["verl_over_impl_one"] for c in sel
+             if c["ratios"]["verl_over_impl_one"] is not None]
+    floor = [c["ratios"]["impl_over_floor_one"] for c in sel]
+    return {
+        "cases": len(sel),
+        "verl_over_impl_min": min(speed) if speed else None,
+        "verl_speedup_met": bool(speed) and min(speed) >= GOAL_VERL_SPEEDUP,
+        "impl_over_floor_max": max(floor) if floor else None,
+        "floor_met": bool(floor) and max(floor) <= GOAL_FLOOR_RATIO,
+    }
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true",
+                   help="B in {32, 256} only, fewer repeats, no subprocess memory probes")
+    p.add_argument("--out", default="reports/bench.json")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--repeats", type=int, default=None,
+                   help="repeats for the fast calls (impl, floor); default 15, quick 7")
+    p.add_argument("--batches", type=lambda t: tuple(int(v) for v in t.split(",")),
+                   default=None, help="comma-separated B values (default 32,256,1024)")
+    p.add_argument("--no-verl", action="store_true")
+    p.add_argument("--no-reference", action="store_true")
+    p.add_argument("--_rss-probe", dest="rss_probe", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.rss_probe:
+        _rss_probe_child(args.rss_probe, args.seed)
+        return 0
+
+    verl: Verl | None = None
+    verl_note = "disabled (--no-verl)"
+    if not args.no_verl:
+        try:
+            verl = Verl()
+            verl_note = f"verl {verl.version}"
+        except Exception as exc:  # noqa: BLE001 - any failure to load means "not measured"
+            verl_note = f"not measured: {exc}"
+    reference = None if args.no_reference else _load_reference()
+
+    batches = args.batches or ((32, 256) if args.quick else (32, 256, 1024))
+    fast = args.repeats or (7 if args.quick else 15)
+
+    def reps(batch: int) -> dict[str, int]:
+        # The Python-loop implementations are slow at large B: fewer repeats, said in the output.
+        slow = 3 if batch <= 256 else 1
+        return {"fast": fast, "verl": 5 if batch <= 256 else 3, "reference": slow}
+
+    info = machine()
+    print(f"bench: {info['date_utc']} UTC, {info['cpu']} ({info['cores']} cores, "
+          f"{info['torch_threads']} torch threads), torch {info['torch']}, numpy {info['numpy']},"
+          f" {verl_note}")
+    print(f"repeats: impl/floor {fast}; verl 5 (B<=256) / 3 (B=1024); reference 3 (B<=256) / "
+          f"1 (B=1024, no warm-up); medians reported")
+    cases = []
+    started = time.perf_counter()
+    for batch in batches:
+        lengths = draw_lengths(batch, args.seed)
+        for payload in PAYLOADS:
+            seqs = make_batch(lengths, payload, args.seed)
+            np_seqs = [s.numpy() for s in seqs] if reference is not None else None
+            nested = torch.nested.nested_tensor(seqs, layout=torch.jagged)
+            for tp in (1, 2):
+                for cp in (1, 4):
+                    for bucket in (None, 512):
+                        case = run_case(batch, tp, cp, bucket, payload, seqs, np_seqs, nested,
+                                        verl, reference, reps(batch))
+                        cases.append(case)
+                        print(f"  B={batch} tp={tp} cp={cp} bucket={bucket} {payload}: "
+                              f"impl {_ms(case['pack']['impl_one'])} ms, verl "
+                              f"{_ms(case['pack'].get('verl_one'))} ms "
+                              f"[{time.perf_counter() - started:.0f} s]", flush=True)
+            del seqs, np_seqs, nested
+            gc.collect()
+
+    report: dict[str, Any] = {"meta": {**info, "verl_note": verl_note, "quick": args.quick,
+                                       "seed": args.seed, "max_len": MAX_LEN,
+                                       "repeats": {"fast": fast, "verl": "5 / 3 (B=1024)",
+                                                   "reference": "3 / 1 (B=1024)"}},
+                              "cases": cases}
+    print()
+    print(format_table(cases))
+    report["goals"] = goals(cases)
+    g = report["goals"]
+    print(f"\ngoals at B=256, cp=4 (rank 0): verl/impl min {_x(g['verl_over_impl_min'])} "
+          f"(goal >= {GOAL_VERL_SPEEDUP:g}: {'met' if g['verl_speedup_met'] else 'NOT met'}); "
+          f"impl/floor max {_x(g['impl_over_floor_max'])} (goal <= {GOAL_FLOOR_RATIO:g}: "
+          f"{'met' if g['floor_met'] else 'NOT met'})")
+    bad = [c for c in cases if not all(v for v in c["checks"].values())]
+    print(f"checks (impl round trip; rows equal to reference / verl): "
+          f"{len(cases) - len(bad)}/{len(cases)} cases all true")
+    for c in bad:
+        print(f"  B={c['B']} tp={c['tp']} cp={c['cp']} bucket={c['bucket']} {c['payload']}: "
+              f"{c['checks']}")
+
+    report["op_counts"] = op_count_section(args.seed, verl)
+    oc = report["op_counts"]
+    print(f"\ntorch ops per call (cp=4, bucket 512): impl pack B=16 "
+          f"{oc['B=16']['impl_pack']['total']}, B=1024 {oc['B=1024']['impl_pack']['total']} "
+          f"(equal: {oc['impl_pack_equal']}); impl unpack {oc['B=16']['impl_unpack']['total']} / "
+          f"{oc['B=1024']['impl_unpack']['total']} (equal: {oc['impl_unpack_equal']})"
+          + (f"; verl pack {oc['B=16']['verl_pack']['total']} / "
+             f"{oc['B=1024']['verl_pack']['total']}" if verl is not None else ""))
+
+    report["memory"] = memory_section(args.seed, verl)
+    print("\npeak memory per call, B=1024 cp=4 bucket 512 f32x8 (torch profiler, live torch "
+          "allocations):")
+    for name, m in report["memory"]["torch_profiler"].items():
+        print(f"  {name:20s} peak {m['peak_bytes'] / 2**20:8.2f} MiB, output "
+              f"{m['output_bytes'] / 2**20:8.2f} MiB, peak/output {m['peak_over_output']:.2f}")
+    if not args.quick:
+        probes = ["impl", "floor"] + (["verl"] if verl is not None else []) + \
+            (["reference"] if reference is not None else [])
+        report["memory"]["rss_subprocess"] = {w: rss_probe(w, args.seed) for w in probes}
+        print("  resident-set high-water mark added by one rank-0 pack call (subprocess):")
+        for name, m in report["memory"]["rss_subprocess"].items():
+            if "error" in m:
+                print(f"    {name:10s} error: {m['error']}")
+            else:
+                print(f"    {name:10s} +{m['added_bytes'] / 2**20:8.2f} MiB, output "
+                      f"{m['output_bytes'] / 2**20:8.2f} MiB, ratio "
+                      f"{m['added_over_output']:.2f}")
+
+    report["cuda"] = cuda_section(args.seed, verl)
+    print(f"\nCUDA: {json.dumps(report['cuda']) if 'skipped' in report['cuda'] else ''}")
+    if "skipped" not in report["cuda"]:
+        for key, entry in report["cuda"].items():
+            if key.startswith("B="):
+                print(f"  {key}: {entry['kernels_and_copies']} kernels/copies, sync: "
+                      f"{entry['sync']}, impl {_ms(entry['impl_one'])} ms, floor "
+                      f"{_ms(entry['floor_one'])} ms, verl {_ms(entry.get('verl_one'))} ms")
+
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1))
+    print(f"\nwrote {out} ({time.perf_counter() - started:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
