@@ -1,0 +1,194 @@
+"""Cost properties of impl: op count flat in B, no device sync with host lengths, memory.
+
+Ops are counted with `TorchDispatchMode`, which sees every aten op a call dispatches (host
+metadata ops included). Device behaviour is checked on the `meta` device: a meta tensor has no
+data, so any device-to-host read (`.item()`, `.tolist()`, a copy to the CPU) raises there. A call
+that succeeds on meta inputs with host lengths therefore performed no device-to-host sync.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from typing import Any
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import impl
+
+
+class OpLog(TorchDispatchMode):
+    """Records every dispatched op and the bytes its fresh (non-aliasing) outputs allocate."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: Counter[str] = Counter()
+        self.calls: list[tuple[str, list[Any], list[Any]]] = []
+        self.fresh_bytes: dict[str, int] = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        out = func(*args, **(kwargs or {}))
+        name = str(func.overloadpacket.__name__)
+        self.ops[name] += 1
+        flat_in = [
+            a
+            for a in torch.utils._pytree.tree_leaves((args, kwargs))
+            if isinstance(a, torch.Tensor)
+        ]
+        flat_out = [o for o in torch.utils._pytree.tree_leaves(out) if isinstance(o, torch.Tensor)]
+        self.calls.append((name, flat_in, flat_out))
+        for ret, o in zip(func._schema.returns, flat_out, strict=False):
+            if ret.alias_info is None:
+                self.fresh_bytes[o.device.type] += o.numel() * o.element_size()
+        return out
+
+    @property
+    def total(self) -> int:
+        return sum(self.ops.values())
+
+
+def _ptr(t: torch.Tensor) -> int | None:
+    """Storage address of a plain tensor (nested wrappers have none)."""
+    return None if t.is_nested else t.untyped_storage().data_ptr()
+
+
+def _lengths(b: int, seed: int, hi: int = 2048) -> list[int]:
+    rng = random.Random(seed)
+    return [rng.randint(0, hi) for _ in range(b)]
+
+
+CONFIGS = [
+    impl.PackConfig(),
+    impl.PackConfig(tp_size=2, cp_size=4, bucket=512),
+    impl.PackConfig(tp_size=2, cp_size=3, cp_layout="contiguous", fp8=True, min_local_rows=64),
+]
+
+
+@pytest.mark.rules("R-SHARD-2", "R-SHARD-3", "R-ROW-1", "R-ROLL-1")
+@pytest.mark.parametrize("form", ["list", "nested", "flat"])
+@pytest.mark.parametrize("config", CONFIGS, ids=["cp1", "zigzag-cp4", "contig-cp3-fp8"])
+@pytest.mark.parametrize("need_roll", [False, True])
+def test_pack_op_count_flat_in_batch_size(
+    form: str, config: impl.PackConfig, need_roll: bool
+) -> None:
+    """The number of dispatched torch ops per pack_thd call is the same for B = 16 and 1024."""
+    counts = {}
+    for b in (16, 1024):
+        lengths = _lengths(b, seed=b, hi=64)
+        seqs = [torch.zeros(n, 3, dtype=torch.int32) for n in lengths]
+        if form == "list":
+            arg: Any = seqs
+            kw: dict[str, Any] = {}
+        elif form == "nested":
+            arg = torch.nested.nested_tensor(seqs, layout=torch.jagged)
+            kw = {}
+        else:
+            arg = torch.cat(seqs)
+            kw = {"lengths": lengths}
+        # rank 0 holds real rows in every config here (an all-padding rank takes a shortcut)
+        with OpLog() as counts[b]:
+            impl.pack_thd(arg, config, 0, need_roll=need_roll, **kw)
+    assert counts[16].ops == counts[1024].ops, (counts[16].ops, counts[1024].ops)
+    assert counts[16].total < 200  # a fixed pipeline: ~100 small host ops, ~10 on the device
+    assert counts[1024].ops["index_select"] <= 1  # one gather per packed tensor
+
+
+@pytest.mark.rules("R-UNPACK-1")
+@pytest.mark.parametrize("config", CONFIGS, ids=["cp1", "zigzag-cp4", "contig-cp3-fp8"])
+def test_unpack_op_count_flat_in_batch_size(config: impl.PackConfig) -> None:
+    """unpack_thd is vectorized the same way: op count independent of B, one gather."""
+    counts = {}
+    for b in (16, 1024):
+        lengths = _lengths(b, seed=b, hi=64)
+        plan = impl.plan_thd(lengths, config)
+        shards = [torch.zeros(plan.local_rows, 2) for _ in range(config.cp_size)]
+        with OpLog() as counts[b]:
+            impl.unpack_thd(shards, plan, config)
+    assert counts[16].ops == counts[1024].ops
+    assert counts[1024].ops["index_select"] == 1
+
+
+D2H = {"_local_scalar_dense", "item", "tolist"}
+
+
+@pytest.mark.parametrize("form", ["list", "flat-list", "flat-cpu-tensor"])
+@pytest.mark.parametrize("config", CONFIGS, ids=["cp1", "zigzag-cp4", "contig-cp3-fp8"])
+def test_no_device_sync_with_host_lengths(form: str, config: impl.PackConfig) -> None:
+    """With host lengths, pack_thd never reads device data on the host.
+
+    The data lives on `meta`: any device-to-host read would raise. The log also shows no
+    scalar read and no copy from the device to the CPU.
+    """
+    lengths = _lengths(64, seed=3, hi=100)
+    if form == "list":
+        arg: Any = [torch.empty(n, 4, device="meta", dtype=torch.bfloat16) for n in lengths]
+        kw: dict[str, Any] = {}
+    else:
+        arg = torch.empty(sum(lengths), 4, device="meta", dtype=torch.bfloat16)
+        kw = {"lengths": lengths if form == "flat-list" else torch.tensor(lengths)}
+    with OpLog() as log:
+        rows, pos, plan = impl.pack_thd(arg, config, 0, need_roll=True, pad_value=-100, **kw)
+    assert rows.device.type == "meta" and pos.device.type == "meta"
+    assert tuple(rows.shape) == (plan.local_rows, 4) and tuple(pos.shape) == (plan.local_rows,)
+    for name, inputs, outputs in log.calls:
+        on_device = any(t.device.type == "meta" for t in inputs)
+        assert not (on_device and name in D2H), name
+        if on_device and any(t.device.type == "cpu" for t in outputs):
+            raise AssertionError(f"{name} copied device data to the host")
+
+
+def test_device_lengths_cost_one_copy() -> None:
+    """Documented behaviour: lengths on the device are copied to the host (the one sync).
+
+    On `meta` that copy cannot happen, so the call fails at exactly that point.
+    """
+    values = torch.empty(10, device="meta")
+    with pytest.raises((NotImplementedError, RuntimeError)):
+        impl.pack_thd(values, impl.PackConfig(), 0, lengths=torch.tensor([4, 6], device="meta"))
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=["cp1", "zigzag-cp4", "contig-cp3-fp8"])
+def test_device_memory_at_most_one_int64_per_row(config: impl.PackConfig) -> None:
+    """Apart from rows and position ids, the device allocates <= 8 bytes per output row.
+
+    (Plus an O(B) segment table copied from the host; B is small here and R large.)
+    """
+    lengths = [5000, 3, 7000, 0, 4096]
+    values = torch.empty(sum(lengths), 64, device="meta", dtype=torch.float32)
+    with OpLog() as log:
+        rows, pos, plan = impl.pack_thd(values, config, 0, lengths=lengths, need_roll=True)
+    outputs = rows.numel() * rows.element_size() + pos.numel() * pos.element_size()
+    extra = log.fresh_bytes["meta"] - outputs
+    assert extra <= 8 * plan.local_rows + 64 * 4 * len(lengths), (extra, plan.local_rows)
+
+
+def test_nested_input_is_gathered_without_copy() -> None:
+    """A jagged nested tensor's values buffer is read once, by the gather, never copied."""
+    seqs = [torch.randn(n, 8) for n in (300, 0, 513, 77)]
+    nt = torch.nested.nested_tensor(seqs, layout=torch.jagged)
+    values_ptr = nt.values().untyped_storage().data_ptr()
+    cfg = impl.PackConfig(tp_size=2, cp_size=2)
+    with OpLog() as log:
+        rows, _, plan = impl.pack_thd(nt, cfg, 1)
+    readers = [
+        name
+        for name, inputs, _ in log.calls
+        if any(_ptr(t) == values_ptr for t in inputs)
+        and name not in ("values", "_nested_get_values", "detach", "alias", "view")
+    ]
+    assert readers == ["index_select"], readers
+    values_bytes = nt.values().numel() * nt.values().element_size()
+    big = [
+        o.numel() * o.element_size()
+        for _, _, outs in log.calls
+        for o in outs
+        if not o.is_nested
+        and o.numel() * o.element_size() >= values_bytes
+        and _ptr(o) not in (_ptr(rows), values_ptr)  # the output, or views of the input
+    ]
+    assert not big, big
+    shards = [impl.pack_thd(nt, cfg, r)[0] for r in range(2)]
+    back = impl.unpack_thd(shards, plan, cfg)
+    assert all(torch.equal(a, b) for a, b in zip(back, seqs, strict=True))
