@@ -46,7 +46,14 @@ def bench(session: nox.Session) -> None:
     _install_test_deps(session)
     session.install("--no-deps", VERL)
     session.install("matplotlib")
-    session.run("python", "-m", "bench.run", *session.posargs)
+    session.run("python", "-m", "bench.run", *session.posargs)  # e.g. `nox -s bench -- --quick`
+    # The bucket planner on a synthetic RL length distribution, with the trade-off curve and a
+    # short measured torch.compile run (see README, "Choosing a bucket").
+    session.run(
+        "python", "-m", "bench.plan", "--dist", "lognormal", "--tokens-per-mb", "16384",
+        "--cp", "4", "--micro-batches", "256", "--plot", "reports/bucket_tradeoff.png",
+        "--json", "reports/plan.json", "--measure-compile", "--compile-micro-batches", "8",
+    )
 
 
 @nox.session(python=PYTHON, venv_params=["--system-site-packages"])
