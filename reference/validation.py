@@ -5,6 +5,7 @@ Each check raises before any data is read, and names the field and the offending
 
 from __future__ import annotations
 
+import math
 import operator
 from typing import Any
 
@@ -88,7 +89,7 @@ def check_pad_value(value: Any, kind: str, limit: tuple[int, int] | float | None
             raise ValueError(f"pad_value {value!r} is not representable in a bool dtype")
         return
     if kind in ("i", "u"):
-        if isinstance(value, float) and (value != value or value != int(value)):
+        if isinstance(value, float) and not (math.isfinite(value) and value == int(value)):
             raise ValueError(f"pad_value {value!r} is not representable in an integer dtype")
         assert isinstance(limit, tuple)
         low, high = limit
