@@ -22,9 +22,9 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -115,55 +115,64 @@ def ratio(num: dict[str, Any] | None, den: dict[str, Any] | None) -> float | Non
 
 
 class Verl:
-    """verl 0.9.1's preprocess/postprocess_thd_engine on a fake parallel state, or None."""
+    """verl 0.9.1's preprocess/postprocess_thd_engine on a fake parallel state.
+
+    The standalone loader of verl's util.py is the conformance suite's
+    (``conformance/targets/verl.py``), so both measure the same code the same way.
+    """
 
     def __init__(self) -> None:
-        from .verl_loader import load_verl_util, verl_version
+        from importlib import metadata
 
-        self.mod = load_verl_util()
-        self.version = verl_version()
+        from conformance.targets.verl import FakeParallelState, load_util
+
+        self.mod: Any = load_util()  # a module with mpu and torch we swap
+        self.fake_state = FakeParallelState
+        self.version = metadata.version("verl")
 
     def pack_fn(self, nested: torch.Tensor, tp: int, cp: int, rank: int,
                 bucket: int | None) -> Callable[[], Any]:
-        from .verl_loader import set_parallel_state
+        state = self.fake_state(tp, cp, rank)
 
         def call() -> Any:
-            set_parallel_state(self.mod, tp=tp, cp=cp, cp_rank=rank)
+            self.mod.mpu = state
             return self.mod.preprocess_thd_engine(nested, pad_to_length_bucket=bucket)
 
         return call
 
     def unpack_fn(self, nested: torch.Tensor, shards: list[torch.Tensor], params: Any,
                   tp: int, cp: int) -> Callable[[], Any]:
-        """Rank 0's postprocess; ``all_gather`` hands over the other ranks' rows, no copy."""
-        from .verl_loader import set_parallel_state
-
+        """Rank 0's postprocess. Its ``all_gather`` hands over the other ranks' rows without a
+        copy: impl's unpack is given gathered shards too, so neither is charged for the gather."""
+        state = self.fake_state(tp, cp, 0)
         batch = nested.size(0)
+        local_torch = _TorchWithHandedOverGather(shards)
 
         def call() -> Any:
-            set_parallel_state(self.mod, tp=tp, cp=cp, cp_rank=0)
-            with _fake_all_gather(shards):
+            self.mod.mpu = state
+            real_torch = self.mod.torch
+            self.mod.torch = local_torch
+            try:
                 return self.mod.postprocess_thd_engine(shards[0][None], params, nested, batch)
+            finally:
+                self.mod.torch = real_torch
 
         return call
 
 
-@contextmanager
-def _fake_all_gather(shards: list[torch.Tensor]) -> Any:
-    """Stand in for ``torch.distributed.all_gather`` on one process: the shards are the result."""
-    import torch.distributed as tdist
+class _TorchWithHandedOverGather:
+    """``torch`` as verl's postprocess sees it on one process: all_gather yields the shards."""
 
-    saved = getattr(tdist, "all_gather", None)
+    def __init__(self, shards: list[torch.Tensor]) -> None:
+        def all_gather(output: list[torch.Tensor], tensor: torch.Tensor,
+                       group: Any = None) -> None:
+            for rank, shard in enumerate(shards):
+                output[rank] = shard[None]
 
-    def all_gather(output: list[torch.Tensor], tensor: torch.Tensor, group: Any = None) -> None:
-        for rank, shard in enumerate(shards):
-            output[rank] = shard[None]
+        self.distributed = SimpleNamespace(all_gather=all_gather)
 
-    tdist.all_gather = all_gather  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        tdist.all_gather = saved  # type: ignore[assignment]
+    def __getattr__(self, name: str) -> Any:
+        return getattr(torch, name)
 
 
 def _load_reference() -> Any:
@@ -358,7 +367,8 @@ def memory_section(seed: int, verl: Verl | None) -> dict[str, Any]:
 def rss_probe(which: str, seed: int) -> dict[str, Any]:
     """In a fresh subprocess: the resident-set high-water mark one call adds (VmHWM - VmRSS)."""
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", MALLOC_TRIM_THRESHOLD_="0")
-    cmd = [sys.executable, "-m", "bench.run", "--_rss-probe", which, "--seed", str(seed)]
+    cmd = [sys.executable, "-m", "bench.run", "--_rss-probe", which, "--seed", str(seed),
+           "--threads", str(torch.get_num_threads())]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600,
                           cwd=Path(__file__).resolve().parent.parent)
     if proc.returncode != 0:
@@ -471,17 +481,17 @@ def machine() -> dict[str, Any]:
                 cpu = line.split(":", 1)[1].strip()
     except OSError:
         pass
-    verl_version = None
-    try:
-        from .verl_loader import verl_version as vv
+    from importlib import metadata
 
-        verl_version = vv()
-    except ImportError:
-        pass
+    try:
+        verl_version: str | None = metadata.version("verl")
+    except metadata.PackageNotFoundError:
+        verl_version = None
     return {"date_utc": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M"), "cpu": cpu,
             "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
             "python": platform.python_version(), "torch": torch.__version__,
-            "numpy": np.__version__, "verl": verl_version}
+            "numpy": np.__version__, "verl": verl_version,
+            "load_average_1m_at_start": os.getloadavg()[0]}
 
 
 def _ms(entry: dict[str, Any] | None) -> str:
@@ -542,8 +552,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                    default=None, help="comma-separated B values (default 32,256,1024)")
     p.add_argument("--no-verl", action="store_true")
     p.add_argument("--no-reference", action="store_true")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch intra-op threads (default 1: verl's loop and the reference are "
+                        "single-threaded, and OpenMP barriers stall on a busy shared machine)")
     p.add_argument("--_rss-probe", dest="rss_probe", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
     if args.rss_probe:
         _rss_probe_child(args.rss_probe, args.seed)
         return 0
@@ -568,8 +582,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     info = machine()
     print(f"bench: {info['date_utc']} UTC, {info['cpu']} ({info['cores']} cores, "
-          f"{info['torch_threads']} torch threads), torch {info['torch']}, numpy {info['numpy']},"
-          f" {verl_note}")
+          f"{info['torch_threads']} torch threads, load {info['load_average_1m_at_start']:.1f}), "
+          f"torch {info['torch']}, numpy {info['numpy']}, {verl_note}")
     print(f"repeats: impl/floor {fast}; verl 5 (B<=256) / 3 (B=1024); reference 3 (B<=256) / "
           f"1 (B=1024, no warm-up); medians reported")
     cases = []
@@ -650,6 +664,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                       f"{entry['sync']}, impl {_ms(entry['impl_one'])} ms, floor "
                       f"{_ms(entry['floor_one'])} ms, verl {_ms(entry.get('verl_one'))} ms")
 
+    report["meta"]["load_average_1m_at_end"] = os.getloadavg()[0]
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1))
