@@ -58,9 +58,28 @@ def bench(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON, venv_params=["--system-site-packages"])
 def gpu(session: nox.Session) -> None:
-    """GPU tests on the runner's own torch and TransformerEngine (never reinstalled here)."""
-    session.install("pytest", "hypothesis", "numpy")
+    """GPU tests on the runner's own torch and TransformerEngine (never reinstalled here).
+
+    Without CUDA every test skips and the session exits 0. Posargs go to pytest, e.g.
+    `nox -s gpu -- -k fp8 --junitxml=gpu.xml`. One-shot device script: gpu_tests/run_device.sh.
+    """
+    # torch and TE come from the runner's site-packages (--system-site-packages): installing
+    # anything that depends on torch here could pull a different CUDA build, so only pytest.
+    session.install("pytest")
+    probe = session.run(
+        "python",
+        "-c",
+        "import importlib.util as u\n"
+        "try:\n import torch; cuda = torch.cuda.is_available(); v = torch.__version__\n"
+        "except Exception as e:\n cuda, v = False, f'not importable ({type(e).__name__})'\n"
+        "te = u.find_spec('transformer_engine') is not None\n"
+        "print(f'torch {v}; cuda {cuda}; transformer_engine installed {te}')",
+        silent=True,
+    )
+    session.log(f"gpu: {str(probe).strip()}")
     session.run("pytest", "gpu_tests", *session.posargs)
+    if isinstance(probe, str) and "cuda True" not in probe:
+        session.log("gpu: skipped - no usable CUDA device here, so every GPU test was skipped")
 
 
 @nox.session(python=PYTHON)
