@@ -143,6 +143,17 @@ def dtype_kind(dtype: torch.dtype) -> str:
     raise TypeError(f"unsupported dtype {dtype} (need bool, integer, floating or complex)")
 
 
+def bits_view(dtype: torch.dtype) -> torch.dtype | None:
+    """Same-width signed int to move a dtype's data through, for dtypes whose kernels lack
+    `index_select`/`masked_fill_` on some paths (wide unsigned ints, float8); else None."""
+    native = (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+    if dtype in native or dtype.is_complex:
+        return None
+    if dtype in _INT_DTYPES or (dtype.is_floating_point and dtype.itemsize == 1):
+        return _BITS[dtype.itemsize]
+    return None
+
+
 class Fill:
     """How to write `pad_value` into rows of a dtype: `masked_fill_` on `rows.view(view)`.
 
@@ -183,11 +194,9 @@ def check_pad_value(pad_value: Any, dtype: torch.dtype) -> Fill:
                 f"pad_value={pad_value!r} overflows dtype {dtype} (largest finite {limit})"
             )
         value = float(pad_value)
-    native = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
-    needs_bits = (kind == "i" and dtype not in native) or (kind == "f" and dtype.itemsize == 1)
-    if not needs_bits:
+    bits = bits_view(dtype)
+    if bits is None:
         return Fill(value, None)
-    bits = _BITS[dtype.itemsize]
     if kind == "i":
         width = 8 * dtype.itemsize
         pattern = value - (1 << width) if value >= 1 << (width - 1) else value
@@ -251,10 +260,10 @@ def pack_batch(
     )
     pad = idx.lt(0)  # padding segments carry negative indices
     idx.clamp_(min=0)
-    rows = values.index_select(0, idx)  # R-ROW-1: real rows bit for bit
-    target = rows if fill.view is None else rows.view(fill.view)
-    target.masked_fill_(pad.view(rows_n, *([1] * len(batch.trail))), fill.value)  # R-ROW-2
-    return rows, pos
+    source = values if fill.view is None else values.view(fill.view)
+    rows = source.index_select(0, idx)  # R-ROW-1: real rows bit for bit
+    rows.masked_fill_(pad.view(rows_n, *([1] * len(batch.trail))), fill.value)  # R-ROW-2
+    return rows.view(batch.dtype), pos
 
 
 def pack_thd(

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from .config import PackConfig
+from .pack import bits_view
 from .plan import Plan
 from .rowmap import expand, index_dtype, unpack_segments
 
@@ -91,12 +92,16 @@ def unpack_flat(
     n = int(cu[-1])
     local_rows = shards[0].shape[0]
     starts, d = unpack_segments(lengths, cup[1:] - cup[:-1], cu, cup, cp, layout, local_rows)
-    src = shards[0] if cp == 1 else torch.cat(shards, dim=0)
     first = shards[0]
     if n == 0:
         return first.new_empty((0, *first.shape[1:]))
+    bits = bits_view(first.dtype)
+    if bits is not None:  # kernels missing for this dtype: move the bits instead
+        shards = [s.view(bits) for s in shards]
+    src = shards[0] if cp == 1 else torch.cat(shards, dim=0)
     idx = expand(n, starts, d, slope=1, dtype=index_dtype(cp * local_rows, n), device=first.device)
-    return src.index_select(0, idx)
+    out = src.index_select(0, idx)
+    return out if bits is None else out.view(first.dtype)
 
 
 def unpack_thd(shards: Any, plan: Plan, config: PackConfig) -> list[torch.Tensor]:
