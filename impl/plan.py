@@ -33,6 +33,11 @@ class Plan:
     total: int
     local_rows: int
 
+    @property
+    def batch_size(self) -> int:
+        """B, the number of sequences (as in the reference's Plan)."""
+        return int(self.seqlens.numel())
+
 
 def host_lengths(seqlens: Any, name: str = "seqlens") -> torch.Tensor:
     """Return the lengths as a 1-D CPU int64 tensor, checking types only (R-ERR-1).
