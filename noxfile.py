@@ -77,7 +77,8 @@ def gpu(session: nox.Session) -> None:
         silent=True,
     )
     session.log(f"gpu: {str(probe).strip()}")
-    session.run("pytest", "gpu_tests", *session.posargs)
+    # `python -m`: pytest may be satisfied from the system site, whose script is not the venv's.
+    session.run("python", "-m", "pytest", "gpu_tests", *session.posargs)
     if isinstance(probe, str) and "cuda True" not in probe:
         session.log("gpu: skipped - no usable CUDA device here, so every GPU test was skipped")
 
