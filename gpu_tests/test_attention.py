@@ -79,8 +79,14 @@ def _attention(backend: str) -> tuple[H.AttnFn, Any]:
         if reason:
             pytest.skip(reason)
         return H.varlen_packed, _deterministic()
-    mode = backend.removeprefix("te-")
-    return H.TEAttention(HEADS, HEAD_DIM), H.te_backend(mode)
+    # Enter the backend switch before building the module: older TE reads NVTE_* at __init__.
+    ctx = contextlib.ExitStack()
+    ctx.enter_context(H.te_backend(backend.removeprefix("te-")))
+    try:
+        return H.TEAttention(HEADS, HEAD_DIM), ctx
+    except BaseException:
+        ctx.close()
+        raise
 
 
 def _bit_identity_guaranteed(backend: str, convention: str) -> bool:
@@ -149,8 +155,8 @@ def test_te_agrees_with_torch_fallback(convention: str) -> None:
     misreading of the metadata that a looser reference comparison could hide)."""
     qkv = H.make_qkv(BATCHES["mixed"], HEADS, HEAD_DIM, seed=5, device="cuda")
     cfg = impl.PackConfig(tp_size=2, fp8=True, bucket=BUCKET)
-    te_attn = H.TEAttention(HEADS, HEAD_DIM)
     with H.te_backend("auto"):
+        te_attn = H.TEAttention(HEADS, HEAD_DIM)
         te_run = H.run_packed(impl, qkv, cfg, convention, te_attn)
     fb_run = H.run_packed(impl, qkv, cfg, convention, H.sdpa_per_sequence)
     what = f"te vs sdpa/{convention}"

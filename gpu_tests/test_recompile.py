@@ -3,8 +3,8 @@ without the bucket (R-TOTAL-4: the bucket fixes the packed total to a multiple o
 
 The block (qkv projection, per-sequence causal attention from segment ids, output projection) sees
 only tensors whose shape is the packed total, so the number of graphs is the number of distinct
-totals. Both counts are reported (`gpu_report`, JUnit properties). Every real token of every
-micro-batch is also checked against the fp32 per-sequence reference.
+totals. Both counts are reported (terminal summary, report.json, summary.md). Every real token of
+every micro-batch is also checked against the fp32 per-sequence reference.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ STREAM = H.stream_batches(seed=3, count=8, max_len=300)
 
 
 @pytest.mark.rules("R-TOTAL-4", "R-TOTAL-5")
-def test_bucket_bounds_recompiles(gpu_report: dict[str, Any], record_property: Any) -> None:
+def test_bucket_bounds_recompiles(gpu_report: dict[str, Any]) -> None:
     """With the bucket: no more graphs than distinct bucketed totals; without: one per total."""
     backend = os.environ.get("GPU_TESTS_COMPILE_BACKEND", "inductor")
     torch.manual_seed(0)
@@ -43,8 +43,7 @@ def test_bucket_bounds_recompiles(gpu_report: dict[str, Any], record_property: A
         "max_abs_error_vs_fp32": max(plain.max_error, bucketed.max_error),
     }
     gpu_report["recompiles"] = counts
-    for key, val in counts.items():
-        record_property(key, val)
+    print(f"recompiles: {counts}")
     assert len(set(plain.totals)) > len(set(bucketed.totals)), "stream does not exercise the bucket"
     assert plain.graphs == len(set(plain.totals))
     assert 1 <= bucketed.graphs <= len(set(bucketed.totals))
