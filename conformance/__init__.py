@@ -1,0 +1,1 @@
+"""THD packing conformance suite: a hypothesis-driven differential test against reference/."""

@@ -1,0 +1,245 @@
+"""Shared machinery of the conformance tests: the target under test, the oracle, comparisons.
+
+The oracle is always `reference/`; only specified slots are compared
+(`reference.specified_slots`, spec section 0 "slot").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import settings
+
+import reference
+
+from .strategies import PackCase
+from .targets.protocol import CAPABILITIES
+
+_STATE: dict[str, Any] = {"target": None, "spec": None}
+
+
+def set_target(obj: Any, spec: str) -> None:
+    _STATE["target"], _STATE["spec"] = obj, spec
+
+
+def target() -> Any:
+    """The target under test (loaded by conftest.py from --target / THD_TARGET)."""
+    if _STATE["target"] is None:
+        raise RuntimeError("no target loaded: run the suite through pytest (conformance/)")
+    return _STATE["target"]
+
+
+def target_spec() -> str:
+    return str(_STATE["spec"])
+
+
+def caps() -> frozenset[str]:
+    return frozenset(target().capabilities)
+
+
+def skip_reason(cap: str) -> str:
+    reasons = getattr(target(), "skip_reasons", {}) or {}
+    return reasons.get(cap) or (
+        f"target {target().name!r} lacks capability {cap!r}: {CAPABILITIES[cap]}"
+    )
+
+
+def require(*needed: str) -> None:
+    """Skip the calling test, with the target's reason, unless it has every capability."""
+    for cap in needed:
+        if cap not in caps():
+            pytest.skip(skip_reason(cap))
+
+
+def prop_settings(weight: float = 1.0, **kwargs: Any) -> settings:
+    """The loaded profile's example count scaled by `weight` and by the target's `cost`
+    (a slow target such as verl's Python loops declares cost > 1 to keep runs reasonable)."""
+    base = settings().max_examples
+    cost = float(getattr(_STATE["target"], "cost", 1.0) or 1.0)
+    return settings(max_examples=max(3, round(base * weight / cost)), **kwargs)
+
+
+# ----------------------------------------------------------------------------------------------
+# Running a case on every rank
+
+
+@dataclass
+class RankResult:
+    rows: np.ndarray
+    pos: np.ndarray
+    meta: Any  # target: Meta dict; reference: Plan
+
+
+def ref_config(config: dict[str, Any]) -> Any:
+    return reference.PackConfig(**config)
+
+
+def run_reference(case: PackCase, seqs: list[np.ndarray]) -> list[RankResult]:
+    cfg = ref_config(case.config)
+    out = []
+    for rank in range(case.cp_size):
+        rows, pos, plan = reference.pack_thd(seqs, cfg, rank, need_roll=case.need_roll,
+                                             pad_value=case.pad_value)
+        out.append(RankResult(rows, pos, plan))
+    return out
+
+
+def run_target(case: PackCase, seqs: list[np.ndarray]) -> list[RankResult]:
+    out = []
+    for rank in range(case.cp_size):
+        rows, pos, meta = target().pack(seqs, dict(case.config), rank,
+                                        need_roll=case.need_roll, pad_value=case.pad_value)
+        out.append(RankResult(np.asarray(rows), np.asarray(pos), meta))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Comparisons with readable first-mismatch messages
+
+
+def _value(a: np.ndarray) -> str:
+    return np.array2string(np.asarray(a), threshold=8)
+
+
+def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    """Bit-for-bit equality (R-ROW-1): NaN payloads and the sign of zero count."""
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    return bool(np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes())
+
+
+def same_value(a: np.ndarray, b: np.ndarray) -> bool:
+    """Value equality with NaN equal to NaN (pad_value rows, R-ROW-2)."""
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    if a.dtype.kind in "fc":
+        return bool(np.array_equal(a, b, equal_nan=True))
+    return bool(np.array_equal(a, b))
+
+
+def describe_row(plan: Any, config: dict[str, Any], rank: int, k: int) -> str:
+    src = reference.row_map(plan, ref_config(config), rank)[k]
+    kind = "real" if src.real else "padding"
+    return f"rank {rank} local row {k} (sequence {src.seq}, offset {src.offset}, {kind})"
+
+
+def _row_bytes(a: np.ndarray) -> np.ndarray:
+    width = int(np.prod(a.shape[1:], dtype=np.int64)) * a.dtype.itemsize
+    return np.ascontiguousarray(a).view(np.uint8).reshape(a.shape[0], width)
+
+
+def _rows_equal(got: np.ndarray, want: np.ndarray, real: np.ndarray) -> np.ndarray:
+    """Per row: real rows equal bit for bit (R-ROW-1), padding rows equal as values with NaN
+    equal to NaN (R-ROW-2)."""
+    n = want.shape[0]
+    width = int(np.prod(want.shape[1:], dtype=np.int64))
+    bits = np.all(_row_bytes(got) == _row_bytes(want), axis=1)
+    g, w = got.reshape(n, width), want.reshape(n, width)
+    same = g == w
+    if want.dtype.kind in "fc":
+        same |= np.isnan(g) & np.isnan(w)
+    values = np.all(same, axis=1)
+    return np.where(real, bits, values)
+
+
+def check_rows(case: PackCase, got: list[RankResult], want: list[RankResult]) -> None:
+    """R-ROW-*, R-ROLL-*: specified rows equal the reference (real rows bit for bit)."""
+    cfg = ref_config(case.config)
+    for rank, (g, w) in enumerate(zip(got, want, strict=True)):
+        assert g.rows.dtype == w.rows.dtype, f"rank {rank}: rows dtype {g.rows.dtype}, " \
+            f"spec {w.rows.dtype} (R-ROW-1)"
+        assert g.rows.shape == w.rows.shape, f"rank {rank}: rows shape {g.rows.shape}, " \
+            f"spec {w.rows.shape} (R-ROW-1)"
+        rows_spec, _ = reference.specified_slots(w.meta, cfg, rank, case.need_roll)
+        rmap = reference.row_map(w.meta, cfg, rank)
+        real = np.fromiter((src.real for src in rmap), dtype=bool, count=len(rmap))
+        bad = np.flatnonzero(np.asarray(rows_spec) & ~_rows_equal(g.rows, w.rows, real))
+        if bad.size:
+            k = int(bad[0])
+            raise AssertionError(
+                f"{describe_row(w.meta, case.config, rank, k)}: target {_value(g.rows[k])}, "
+                f"spec {_value(w.rows[k])} ({bad.size} rows differ on this rank)"
+            )
+
+
+def check_positions(case: PackCase, got: list[RankResult], want: list[RankResult]) -> None:
+    """R-POS-*, R-ROLL-1: specified position ids equal the reference."""
+    cfg = ref_config(case.config)
+    for rank, (g, w) in enumerate(zip(got, want, strict=True)):
+        assert g.pos.dtype == np.int64, f"rank {rank}: position_ids dtype {g.pos.dtype} (R-POS-1)"
+        assert g.pos.shape == w.pos.shape, f"rank {rank}: position_ids shape {g.pos.shape}, " \
+            f"spec {w.pos.shape} (R-POS-1)"
+        _, pos_spec = reference.specified_slots(w.meta, cfg, rank, case.need_roll)
+        bad = np.flatnonzero(np.asarray(pos_spec) & (g.pos != w.pos))
+        if bad.size:
+            k = int(bad[0])
+            raise AssertionError(
+                f"{describe_row(w.meta, case.config, rank, k)}: target position id "
+                f"{int(g.pos[k])}, spec {int(w.pos[k])} ({bad.size} ids differ on this rank)"
+            )
+
+
+META_ARRAYS = ("seqlens", "seqlens_padded", "cu_seqlens", "cu_seqlens_padded")
+META_INTS = ("max_seqlen", "total", "local_rows")
+
+
+def meta_mismatches(meta: dict[str, Any], plan: Any) -> list[str]:
+    """R-META-*: every field the target reports equals the reference plan, with the right type."""
+    problems = []
+    for key in META_ARRAYS:
+        if key not in meta:
+            continue
+        got, want = np.asarray(meta[key]), np.asarray(getattr(plan, key))
+        if got.dtype != np.int32:
+            problems.append(f"{key} dtype {got.dtype}, spec int32")
+        if got.shape != want.shape or not np.array_equal(got, want):
+            problems.append(f"{key} {got.tolist()}, spec {want.tolist()}")
+    for key in META_INTS:
+        if key not in meta:
+            continue
+        got_v, want_v = meta[key], getattr(plan, key)
+        if type(got_v) is not int:
+            problems.append(f"{key} is {type(got_v).__name__}, spec Python int")
+        if got_v != want_v:
+            problems.append(f"{key} {got_v!r}, spec {want_v!r}")
+    return problems
+
+
+def check_meta(got: list[RankResult], want: list[RankResult]) -> None:
+    for rank, (g, w) in enumerate(zip(got, want, strict=True)):
+        problems = meta_mismatches(g.meta, w.meta)
+        assert not problems, f"rank {rank}: " + "; ".join(problems)
+
+
+def snapshot(seqs: Any) -> list[bytes] | None:
+    """Bytes of every array of a batch, to prove a rejected call left its inputs unchanged."""
+    if not isinstance(seqs, list | tuple):
+        return None
+    return [np.asarray(s).tobytes() if isinstance(s, np.ndarray) else repr(s).encode()
+            for s in seqs]
+
+
+def outcome(fn: Any) -> BaseException | None:
+    try:
+        fn()
+    except Exception as exc:  # the exception is the result under test
+        return exc
+    return None
+
+
+def check_same_rejection(want: BaseException | None, got: BaseException | None,
+                         what: str) -> None:
+    """R-ERR-*: the target raises the reference's error class (a subclass is fine), or accepts
+    what the reference accepts."""
+    if want is None:
+        assert got is None, f"{what}: the spec accepts this, the target raised {got!r}"
+        return
+    assert got is not None, f"{what}: the spec raises {type(want).__name__} ({want}), " \
+        "the target accepted it"
+    assert isinstance(got, type(want)), (
+        f"{what}: the spec raises {type(want).__name__} ({want}), the target raised "
+        f"{type(got).__name__} ({got})"
+    )

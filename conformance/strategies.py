@@ -1,0 +1,265 @@
+"""Every hypothesis strategy of the suite, in one module (configs, batches, bad inputs).
+
+Cases are small frozen records whose repr is what hypothesis prints as the minimal
+counterexample: sizes, lengths, dtype and seed, never the arrays themselves. Arrays are
+materialized on demand from the record, deterministically.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from hypothesis import strategies as st
+
+INT32_MAX = 2**31 - 1
+
+# NumPy dtypes the suite packs (R-IN-1: any dtype). bfloat16 has no NumPy counterpart.
+DTYPES = ("int64", "int32", "int16", "int8", "uint8", "float64", "float32", "float16", "bool",
+          "complex64")
+TRAILS = ((), (1,), (3,), (2, 2), (0,))
+# dtypes whose canonical values 1000 * (i + 1) + j (+ 100000 * trailing index) are exact.
+_CANONICAL = {"int64", "int32", "float64", "float32", "complex64"}
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A batch description: lengths L_i, trailing shape, dtype, and a seed for the values."""
+
+    lengths: tuple[int, ...]
+    trail: tuple[int, ...] = ()
+    dtype: str = "int64"
+    seed: int = 0
+
+    def arrays(self) -> list[np.ndarray]:
+        """Canonical values where the dtype holds them (each value names its source token:
+        1000 * (i + 1) + j), random ones otherwise; floats get NaN, -0.0 and inf sprinkled in
+        so that row copies are checked bit for bit (R-ROW-1)."""
+        rng = np.random.default_rng(self.seed)
+        dt = np.dtype(self.dtype)
+        width = math.prod(self.trail)
+        out = []
+        for i, length in enumerate(self.lengths):
+            shape = (length, *self.trail)
+            if self.dtype in _CANONICAL:
+                j = np.arange(length, dtype=np.int64)[:, None]
+                t = np.arange(width, dtype=np.int64)[None, :]
+                values = (1000 * (i + 1) + j + 100000 * t).reshape(shape)
+                arr = values.astype(dt)
+            elif dt.kind == "b":
+                arr = rng.integers(0, 2, size=shape).astype(bool)
+            elif dt.kind in "iu":
+                info = np.iinfo(dt)
+                arr = rng.integers(info.min, int(info.max) + 1, size=shape, dtype=dt)
+            else:
+                arr = rng.standard_normal(size=shape).astype(dt) * 100
+            if dt.kind in "fc" and arr.size:
+                flat = arr.reshape(-1)
+                for special in (np.nan, -0.0, np.inf):
+                    flat[rng.integers(0, flat.size)] = special
+            out.append(np.ascontiguousarray(arr))
+        return out
+
+    def __repr__(self) -> str:
+        return (f"Batch(lengths={self.lengths!r}, trail={self.trail!r}, dtype={self.dtype!r}, "
+                f"seed={self.seed})")
+
+
+@dataclass(frozen=True)
+class PackCase:
+    """One call of pack on every rank: config keyword arguments, batch and per-call flags."""
+
+    config: dict[str, Any] = field(hash=False)
+    batch: Batch
+    need_roll: bool = False
+    pad_value: bool | int | float = 0
+
+    @property
+    def cp_size(self) -> int:
+        return int(self.config.get("cp_size", 1))
+
+    def __repr__(self) -> str:
+        return (f"PackCase(config={self.config!r}, batch={self.batch!r}, "
+                f"need_roll={self.need_roll!r}, pad_value={self.pad_value!r})")
+
+
+# ----------------------------------------------------------------------------------------------
+# Configs (R-IN-3)
+
+# tp and cp, 1 to 8 including non-powers of two; small sizes drawn more often (cheaper cases).
+sizes = st.one_of(st.integers(1, 3), st.integers(1, 8))
+buckets = st.one_of(
+    st.none(),
+    st.sampled_from([1, 3, 7, 64, 100, 128, 500, 511, 512, 513, 1000, 1024]),
+    st.integers(1, 2048),
+)
+min_local_rows_values = st.one_of(st.none(), st.integers(1, 40), st.integers(1, 600))
+
+
+@st.composite
+def configs(
+    draw: st.DrawFn,
+    *,
+    contiguous_cp: bool = True,
+    fp8: st.SearchStrategy[bool] | None = None,
+    bucket: st.SearchStrategy[int | None] | None = None,
+    min_local_rows: st.SearchStrategy[int | None] | None = None,
+    tp: st.SearchStrategy[int] | None = None,
+    cp: st.SearchStrategy[int] | None = None,
+) -> dict[str, Any]:
+    """PackConfig keyword arguments. `contiguous_cp=False` keeps cp_size > 1 on zigzag (for a
+    target without the contiguous capability); cp_size 1 still draws both layouts."""
+    tp_size = draw(tp if tp is not None else sizes)
+    cp_size = draw(cp if cp is not None else sizes)
+    layouts = ["zigzag", "contiguous"] if (contiguous_cp or cp_size == 1) else ["zigzag"]
+    out = {
+        "tp_size": tp_size,
+        "cp_size": cp_size,
+        "cp_layout": draw(st.sampled_from(layouts)),
+        "fp8": draw(fp8 if fp8 is not None else st.booleans()),
+        "bucket": draw(bucket if bucket is not None else buckets),
+        "min_local_rows": draw(
+            min_local_rows if min_local_rows is not None else min_local_rows_values
+        ),
+    }
+    # Keep the packed buffer small enough for the literal reference: a bucket coprime to the
+    # FP8 total alignment can make the modulus millions of rows (still checked, without data,
+    # by the plan-only test). Dropping the bucket keeps the rest of the draw.
+    if out["bucket"] is not None and total_modulus(out) > MAX_MODULUS:
+        out["bucket"] = None
+    return out
+
+
+MAX_MODULUS = 1 << 13
+
+
+def total_modulus(config: dict[str, Any]) -> int:
+    """M of R-TOTAL-2 (used only to bound case sizes, never as an expected value)."""
+    cp = config.get("cp_size", 1)
+    f = 2 if config.get("cp_layout", "zigzag") == "zigzag" and cp > 1 else 1
+    a0 = config.get("tp_size", 1) * cp * f
+    m = math.lcm(16, a0) if config.get("fp8") else a0
+    if config.get("bucket"):
+        m = math.lcm(m, config["bucket"])
+    if config.get("fp8"):
+        m = math.lcm(m, 128 * a0)
+    return m
+
+
+# ----------------------------------------------------------------------------------------------
+# Batches (R-IN-1, R-IN-2)
+
+
+@st.composite
+def lengths(draw: st.DrawFn, *, max_batch: int = 64, budget: int = 3000,
+            min_batch: int = 1) -> tuple[int, ...]:
+    """B in [min_batch, max_batch]; lengths 0, 1, short and long, within a token budget."""
+    count = draw(st.integers(min_batch, max_batch))
+    out = []
+    left = budget
+    for _ in range(count):
+        kind = draw(st.sampled_from(["short", "zero", "one", "long"]))
+        if kind == "zero":
+            out.append(0)
+        elif kind == "one":
+            out.append(1)
+        elif kind == "long" and left >= 100:
+            out.append(draw(st.integers(100, min(1500, left))))
+        else:
+            out.append(draw(st.integers(0, min(40, max(left, 0)))))
+        left -= out[-1]
+    return tuple(out)
+
+
+@st.composite
+def batches(draw: st.DrawFn, *, dtypes: tuple[str, ...] = DTYPES,
+            trails: tuple[tuple[int, ...], ...] = TRAILS, max_batch: int = 64,
+            budget: int = 3000) -> Batch:
+    return Batch(
+        lengths=draw(lengths(max_batch=max_batch, budget=budget)),
+        trail=draw(st.sampled_from(trails)),
+        dtype=draw(st.sampled_from(dtypes)),
+        seed=draw(st.integers(0, 2**16)),
+    )
+
+
+def pad_values(dtype: str) -> st.SearchStrategy[bool | int | float]:
+    """pad_value exactly representable in `dtype` (R-IN-5)."""
+    dt = np.dtype(dtype)
+    if dt.kind == "b":
+        return st.sampled_from([0, False, True, 1])
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        lo, hi = int(info.min), int(info.max)
+        ints = st.one_of(st.sampled_from([0, lo, hi, 1]), st.integers(lo, hi))
+        return st.one_of(ints, ints.map(float).filter(lambda v: lo <= v <= hi and v == int(v)))
+    finfo = np.finfo(dt)
+    specials = [0.0, -0.0, -100, 1.5, math.nan, math.inf, -math.inf, float(finfo.max), True]
+    return st.one_of(st.sampled_from(specials), st.integers(-1000, 1000))
+
+
+@st.composite
+def pack_cases(draw: st.DrawFn, *, caps: frozenset[str], need_roll: bool | None = None,
+               config: st.SearchStrategy[dict[str, Any]] | None = None,
+               batch: st.SearchStrategy[Batch] | None = None) -> PackCase:
+    """A valid case. Without the `pad_value` capability the pad value stays 0."""
+    cfg = draw(config if config is not None else configs(contiguous_cp="contiguous" in caps))
+    b = draw(batch if batch is not None else batches())
+    roll = draw(st.booleans()) if need_roll is None else need_roll
+    pad: bool | int | float = 0
+    if "pad_value" in caps:
+        pad = draw(pad_values(b.dtype))
+    return PackCase(config=cfg, batch=b, need_roll=roll, pad_value=pad)
+
+
+def zero_length_batches(dtypes: tuple[str, ...] = ("int64", "float32")) -> st.SearchStrategy[Batch]:
+    """Batches with at least one zero-length sequence, anywhere (R-IN-2, R-ROW-3)."""
+    return st.builds(
+        Batch,
+        lengths=st.lists(st.integers(0, 12), min_size=1, max_size=8)
+        .flatmap(lambda ls: st.integers(0, len(ls)).map(lambda k: tuple(ls[:k] + [0] + ls[k:]))),
+        trail=st.sampled_from([(), (2,)]),
+        dtype=st.sampled_from(dtypes),
+        seed=st.integers(0, 100),
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Bad inputs (spec section 11). Each strategy yields (field, value); valid look-alikes
+# (np.int64 sizes, np.float64 pad values) are mixed in, so acceptance is checked too.
+
+bad_sizes = st.sampled_from([0, -1, -8, True, False, 1.0, 2.0, "2", None, np.int64(0),
+                             np.int64(2), np.bool_(True), 2**40])
+bad_buckets = st.sampled_from([0, -1, -512, True, False, 1.5, 512.0, "512", np.int32(7),
+                               np.float64(512.0), [512]])
+bad_min_local_rows = st.sampled_from([0, -3, True, 2.0, "4", np.int64(3), np.int64(0)])
+bad_layouts = st.sampled_from(["Zigzag", "", "ring", "contiguous ", None, 1, b"zigzag", True])
+bad_flags = st.sampled_from([1, 0, None, "True", np.bool_(True), 1.0])
+bad_ranks = st.sampled_from(["neg", "cp", "cp+3", True, False, 1.0, "0", None, np.int64(0)])
+
+
+def bad_pad_values(dtype: str) -> st.SearchStrategy[Any]:
+    """Values R-IN-5 / R-ERR-1 / R-ERR-10 reject for `dtype`, plus a few it accepts."""
+    dt = np.dtype(dtype)
+    common = ["0", None, 1j, np.float32(1.0), [0], np.int8(0)]
+    if dt.kind == "b":
+        extra: list[Any] = [2, -1, 0.5, math.nan, math.inf, 1.0, np.float64(1.0)]
+    elif dt.kind in "iu":
+        info = np.iinfo(dt)
+        extra = [int(info.max) + 1, int(info.min) - 1, 1.5, math.nan, math.inf, -math.inf,
+                 2**70, float(info.max) + 2.0**12, -0.5, float(int(info.min))]
+    else:
+        extra = [70000.0, 1e39, -1e39, 2**1024 - 1, math.nan, -math.inf, 0.1]
+    return st.sampled_from(common + extra)
+
+
+bad_batches = st.sampled_from(["not-a-list", "empty", "list-element", "scalar-element",
+                               "zero-dim", "trail-mismatch", "dtype-mismatch", "tuple-ok",
+                               "ndarray-batch", "none-element"])
+bad_lengths = st.sampled_from([-1, -100, INT32_MAX + 1, 2**40, True, 1.5, "3", None,
+                               np.int64(3), np.int32(-1)])
+bad_unpacks = st.sampled_from(["too-few-shards", "too-many-shards", "short-shard",
+                               "long-shard", "trail-mismatch", "dtype-mismatch",
+                               "total-mismatch"])

@@ -1,0 +1,90 @@
+"""The `impl` target (default): the fast torch implementation and its Megatron adapter."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+import impl
+
+from .protocol import Config, Meta, plain_meta
+
+
+def to_torch(seqs: Any) -> Any:
+    """NumPy elements become tensors sharing memory; anything else passes through (R-ERR-1)."""
+    if not isinstance(seqs, list | tuple):
+        return seqs
+    out = [torch.from_numpy(s) if isinstance(s, np.ndarray) else s for s in seqs]
+    return tuple(out) if isinstance(seqs, tuple) else out
+
+
+def plan_from_meta(meta: Meta) -> Any:
+    """impl's Plan built from plain data (the suite may tamper with it, R-ERR-11)."""
+    def i32(key: str) -> torch.Tensor:
+        return torch.as_tensor(np.asarray(meta[key]), dtype=torch.int32)
+
+    return impl.Plan(
+        seqlens=i32("seqlens"),
+        seqlens_padded=i32("seqlens_padded"),
+        cu_seqlens=i32("cu_seqlens"),
+        cu_seqlens_padded=i32("cu_seqlens_padded"),
+        max_seqlen=int(meta["max_seqlen"]),
+        total=int(meta["total"]),
+        local_rows=int(meta["local_rows"]),
+    )
+
+
+class ImplTarget:
+    """Adapter over `impl/` (torch CPU tensors)."""
+
+    name = "impl"
+    description = "impl/ (vectorized torch) and impl/megatron.py"
+    capabilities = frozenset(
+        {"pad_value", "plan", "engine", "contiguous", "unpack", "megatron", "distributed",
+         "parallel_state_checks", "batch_checks"}
+    )
+
+    def pack(
+        self, seqs: Any, config: Config, cp_rank: Any, *, need_roll: Any = False,
+        pad_value: Any = 0,
+    ) -> tuple[np.ndarray, np.ndarray, Meta]:
+        rows, pos, plan = impl.pack_thd(
+            to_torch(seqs), impl.PackConfig(**config), cp_rank, need_roll=need_roll,
+            pad_value=pad_value,
+        )
+        return rows.numpy(), pos.numpy(), plain_meta(plan)
+
+    def plan(self, seqlens: Any, config: Config) -> Meta:
+        return plain_meta(impl.plan_thd(seqlens, impl.PackConfig(**config)))
+
+    def unpack(self, shards: list[np.ndarray], meta: Meta, config: Config) -> list[np.ndarray]:
+        out = impl.unpack_thd(
+            [torch.from_numpy(np.ascontiguousarray(s)) for s in shards],
+            plan_from_meta(meta), impl.PackConfig(**config),
+        )
+        return [t.numpy() for t in out]
+
+    def resolve_engine_config(self, **flags: Any) -> Config:
+        cfg = impl.resolve_engine_config(**flags)
+        return {k: getattr(cfg, k) for k in
+                ("tp_size", "cp_size", "cp_layout", "fp8", "bucket", "min_local_rows")}
+
+    def megatron_preprocess(
+        self, seqs: list[np.ndarray], config: Config, cp_rank: int, *, need_roll: bool = False
+    ) -> tuple[np.ndarray, dict[str, Any], np.ndarray]:
+        from . import _megatron_impl
+
+        return _megatron_impl.preprocess(seqs, config, cp_rank, need_roll=need_roll)
+
+    def distributed_unpack(
+        self, rows: np.ndarray, meta: Meta, config: Config, cp_rank: int, group: Any
+    ) -> tuple[list[np.ndarray], np.ndarray | None]:
+        from . import _megatron_impl
+
+        return _megatron_impl.distributed_unpack(rows, meta, config, cp_rank, group)
+
+
+def make_target() -> ImplTarget:
+    return ImplTarget()

@@ -1,0 +1,118 @@
+"""The adapter protocol: how the suite talks to an implementation under test.
+
+The suite speaks NumPy at the boundary so that one set of strategies and one oracle
+(`reference/`) serve every target. An adapter converts NumPy batches into its implementation's
+own types, calls it, and converts the results back. See conformance/README.md for a worked
+example.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+# A PackConfig as plain keyword arguments: tp_size, cp_size, cp_layout, fp8, bucket,
+# min_local_rows (spec R-IN-3). Invalid values are passed through on purpose: the adapter must
+# hand them to its implementation unchanged, so that rejection tests reach its validation.
+Config = dict[str, Any]
+
+# The plan as plain data: keys seqlens, seqlens_padded, cu_seqlens, cu_seqlens_padded (NumPy
+# arrays in the dtype the implementation produced), max_seqlen, total, local_rows (as the
+# implementation returned them; the spec wants Python ints). A target that does not produce a
+# field (verl has no real-boundary cu_seqlens) leaves the key out; the suite then cannot check it.
+Meta = dict[str, Any]
+
+# Optional features. A test that needs a capability the target lacks is skipped with a reason.
+CAPABILITIES: dict[str, str] = {
+    "pad_value": "pack() honours a non-zero pad_value (R-ROW-2)",
+    "plan": "plan(seqlens, config) computes the metadata without data (huge lengths, R-ERR-8)",
+    "engine": "resolve_engine_config(**flags) maps engine flags to a config (spec section 10)",
+    "contiguous": "cp_layout='contiguous' with cp_size > 1 (R-SHARD-3)",
+    "unpack": "unpack(shards, meta, config) (spec section 9)",
+    "megatron": "megatron_preprocess(...) returns the PackedSeqParams view (R-MEG-1, R-MEG-2)",
+    "distributed": "distributed_unpack(...) gathers through a real process group (R-MEG-3)",
+    "parallel_state_checks": "tp_size, cp_size and cp_rank are validated by the target "
+    "(R-ERR-1, R-ERR-2, R-ERR-5); absent where they come from Megatron's parallel state",
+    "batch_checks": "the batch container, element types, dtypes and trailing shapes are "
+    "validated by the target (R-ERR-1, R-ERR-7, R-ERR-9); absent where a nested tensor "
+    "constructor enforces them",
+}
+
+
+@runtime_checkable
+class Target(Protocol):
+    """What the suite needs from an implementation under test.
+
+    `name` shows in the pytest header and the report file names; `capabilities` is a subset of
+    `CAPABILITIES`; `description` is one line for the header.
+
+    Conversion rules (both directions):
+    - In `pack`, convert every element of `seqs` that is a `np.ndarray` without copying where
+      your array type allows (`torch.from_numpy`), so that the suite can see in-place writes to
+      inputs; pass any other object (and a `seqs` that is not a list or tuple) through unchanged,
+      so that rejection tests reach your validation.
+    - Return rows and position ids as NumPy arrays of the dtype your implementation produced.
+    - Let your implementation's exceptions propagate unchanged.
+    """
+
+    name: str
+    description: str
+    capabilities: frozenset[str]
+
+    def pack(
+        self,
+        seqs: Any,
+        config: Config,
+        cp_rank: Any,
+        *,
+        need_roll: Any = False,
+        pad_value: Any = 0,
+    ) -> tuple[np.ndarray, np.ndarray, Meta]:
+        """Rows, position ids and plan of rank `cp_rank` (spec sections 4 to 8)."""
+        ...
+
+
+class OptionalMethods(Protocol):
+    """Methods a target provides when it declares the matching capability."""
+
+    def plan(self, seqlens: Any, config: Config) -> Meta:
+        """Capability `plan`: the metadata for a list of lengths (spec section 4)."""
+        ...
+
+    def unpack(self, shards: list[np.ndarray], meta: Meta, config: Config) -> list[np.ndarray]:
+        """Capability `unpack`: every rank's rows in rank order -> the B sequences (R-UNPACK-1).
+
+        Build your implementation's plan from `meta` (the suite may pass a tampered one, R-ERR-11).
+        """
+        ...
+
+    def resolve_engine_config(self, **flags: Any) -> Config:
+        """Capability `engine`: engine flags -> config keyword arguments (spec section 10)."""
+        ...
+
+    def megatron_preprocess(
+        self, seqs: list[np.ndarray], config: Config, cp_rank: int, *, need_roll: bool = False
+    ) -> tuple[np.ndarray, dict[str, Any], np.ndarray]:
+        """Capability `megatron`: `rows[None]`, the PackedSeqParams fields as a dict, and
+        `position_ids[None]` (R-MEG-1)."""
+        ...
+
+    def distributed_unpack(
+        self, rows: np.ndarray, meta: Meta, config: Config, cp_rank: int, group: Any
+    ) -> tuple[list[np.ndarray], np.ndarray | None]:
+        """Capability `distributed`: gather `rows` over the live `torch.distributed` group and
+        unpack. Returns the B sequences and, where the result is differentiable, the gradient of
+        the sum of all outputs with respect to the local rows (R-MEG-3), else None."""
+        ...
+
+
+def plain_meta(plan: Any) -> Meta:
+    """Meta from any object with the spec's plan attributes (tensors are turned into NumPy)."""
+    meta: Meta = {}
+    for key in ("seqlens", "seqlens_padded", "cu_seqlens", "cu_seqlens_padded"):
+        value = getattr(plan, key)
+        meta[key] = value.numpy() if hasattr(value, "numpy") else np.asarray(value)
+    for key in ("max_seqlen", "total", "local_rows"):
+        meta[key] = getattr(plan, key)
+    return meta

@@ -1,0 +1,73 @@
+"""The `reference` target: the suite's own oracle run as a target (self-check)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import reference
+
+from .protocol import Config, Meta, plain_meta
+
+
+def _plan_from_meta(meta: Meta) -> Any:
+    return reference.Plan(
+        seqlens=np.asarray(meta["seqlens"], dtype=np.int32),
+        seqlens_padded=np.asarray(meta["seqlens_padded"], dtype=np.int32),
+        cu_seqlens=np.asarray(meta["cu_seqlens"], dtype=np.int32),
+        cu_seqlens_padded=np.asarray(meta["cu_seqlens_padded"], dtype=np.int32),
+        max_seqlen=int(meta["max_seqlen"]),
+        total=int(meta["total"]),
+        local_rows=int(meta["local_rows"]),
+    )
+
+
+class ReferenceTarget:
+    """Adapter over `reference/` (NumPy in, NumPy out: no conversion)."""
+
+    name = "reference"
+    description = "reference/ (literal NumPy), self-check"
+    capabilities = frozenset(
+        {"pad_value", "plan", "engine", "contiguous", "unpack", "distributed",
+         "parallel_state_checks", "batch_checks"}
+    )
+
+    def pack(
+        self, seqs: Any, config: Config, cp_rank: Any, *, need_roll: Any = False,
+        pad_value: Any = 0,
+    ) -> tuple[np.ndarray, np.ndarray, Meta]:
+        rows, pos, plan = reference.pack_thd(
+            seqs, reference.PackConfig(**config), cp_rank, need_roll=need_roll,
+            pad_value=pad_value,
+        )
+        return rows, pos, plain_meta(plan)
+
+    def plan(self, seqlens: Any, config: Config) -> Meta:
+        return plain_meta(reference.plan_thd(seqlens, reference.PackConfig(**config)))
+
+    def unpack(self, shards: list[np.ndarray], meta: Meta, config: Config) -> list[np.ndarray]:
+        return list(
+            reference.unpack_thd(shards, _plan_from_meta(meta), reference.PackConfig(**config))
+        )
+
+    def resolve_engine_config(self, **flags: Any) -> Config:
+        cfg = reference.resolve_engine_config(**flags)
+        return {k: getattr(cfg, k) for k in
+                ("tp_size", "cp_size", "cp_layout", "fp8", "bucket", "min_local_rows")}
+
+    def distributed_unpack(
+        self, rows: np.ndarray, meta: Meta, config: Config, cp_rank: int, group: Any
+    ) -> tuple[list[np.ndarray], np.ndarray | None]:
+        """all_gather the rows over the live group, then the reference's unpack."""
+        import torch
+        import torch.distributed as dist
+
+        local = torch.from_numpy(np.ascontiguousarray(rows))
+        gathered = [torch.empty_like(local) for _ in range(dist.get_world_size(group))]
+        dist.all_gather(gathered, local, group=group)
+        return self.unpack([g.numpy() for g in gathered], meta, config), None
+
+
+def make_target() -> ReferenceTarget:
+    return ReferenceTarget()

@@ -1,0 +1,247 @@
+"""The `verl` target: upstream verl 0.9.1's `preprocess_thd_engine` / `postprocess_thd_engine`.
+
+`verl/models/mcore/util.py` is loaded on its own from the installed wheel's files, without
+executing verl's package `__init__` (which pulls in a whole training stack). During that one
+import, stub modules stand in for `verl`, `verl.utils.device` (`is_npu_available = False`) and
+`verl.utils.model`; they are removed again afterwards. Megatron's parallel state is replaced,
+inside the loaded module only, by a fake that reports the tp/cp sizes and the rank under test.
+The real megatron-core's `PackedSeqParams` is used, so its feature set decides what verl can do
+(`cp_partition_mode`, needed for the contiguous layout, is probed and becomes a capability).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import logging
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from .protocol import Config, Meta
+
+EXPECTED_VERSION = "0.9.1"
+UTIL_PATH = "verl/models/mcore/util.py"
+_STUBS = ("verl", "verl.utils", "verl.utils.device", "verl.utils.model")
+
+
+class FakeParallelState:
+    """The four megatron.core.parallel_state getters that verl's THD code reads."""
+
+    def __init__(self, tp: int, cp: int, rank: int, group: Any = None) -> None:
+        self.tp, self.cp, self.rank, self.group = tp, cp, rank, group
+
+    def get_tensor_model_parallel_world_size(self) -> int:
+        return self.tp
+
+    def get_context_parallel_world_size(self) -> int:
+        return self.cp
+
+    def get_context_parallel_rank(self) -> int:
+        return self.rank
+
+    def get_context_parallel_group(self) -> Any:
+        return self.group
+
+
+class _OnceLogger:
+    """verl calls `logger.warning_once`, which transformers patches onto `logging.Logger` in a
+    real verl process; standalone we supply it (a no-op) so that the packing code can run."""
+
+    def __init__(self, logger: logging.Logger) -> None:
+        self._logger = logger
+
+    def warning_once(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._logger, name)
+
+
+class _TorchWithLocalGather:
+    """`torch` as seen by verl's postprocess in a single process: `torch.distributed.all_gather`
+    copies the shards the suite already holds (every other attribute is the real torch)."""
+
+    def __init__(self, shards: list[torch.Tensor]) -> None:
+        shards_ = shards
+
+        def all_gather(output_list: list[torch.Tensor], tensor: torch.Tensor,
+                       group: Any = None) -> None:
+            for out, shard in zip(output_list, shards_, strict=True):
+                out.copy_(shard[None])
+
+        self.distributed = types.SimpleNamespace(all_gather=all_gather)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(torch, name)
+
+
+def _locate_util() -> tuple[Path, str]:
+    try:
+        dist = importlib.metadata.distribution("verl")
+    except importlib.metadata.PackageNotFoundError:
+        raise RuntimeError(
+            "verl is not installed; `nox -s conformance -- --target verl` installs "
+            f"verl=={EXPECTED_VERSION} with --no-deps"
+        ) from None
+    path = Path(str(dist.locate_file(UTIL_PATH)))
+    if not path.is_file():
+        raise RuntimeError(f"verl {dist.version} has no {UTIL_PATH}")
+    return path, dist.version
+
+
+def load_util() -> types.ModuleType:
+    """Execute util.py alone under a private module name, with stubs for verl's own imports."""
+    path, _ = _locate_util()
+    stubs = {name: types.ModuleType(name) for name in _STUBS}
+    stubs["verl"].__path__ = []
+    stubs["verl.utils"].__path__ = []
+    stubs["verl.utils.device"].is_npu_available = False  # type: ignore[attr-defined]
+    stubs["verl.utils.model"].CausalLMOutputForPPO = type(  # type: ignore[attr-defined]
+        "CausalLMOutputForPPO", (), {}
+    )
+    saved = {name: sys.modules.get(name) for name in _STUBS}
+    sys.modules.update(stubs)
+    try:
+        spec = importlib.util.spec_from_file_location("_thd_conformance_verl_util", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        for name, old in saved.items():
+            if old is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = old
+    module.logger = _OnceLogger(module.logger)  # type: ignore[attr-defined]
+    return module
+
+
+class VerlTarget:
+    """Adapter over verl 0.9.1's Megatron THD engine helpers (nested jagged tensors in)."""
+
+    name = "verl"
+
+    def __init__(self) -> None:
+        self.util = load_util()
+        _, self.version = _locate_util()
+        self.description = f"verl {self.version} verl/models/mcore/util.py (standalone)"
+        caps = {"unpack", "megatron", "distributed"}
+        # Feature probe: the contiguous layout needs PackedSeqParams.cp_partition_mode.
+        if self.util._PACKED_SEQ_PARAMS_HAS_CP_PARTITION_MODE:
+            caps.add("contiguous")
+        self.capabilities = frozenset(caps)
+        self.skip_reasons = {
+            "pad_value": "verl always pads with zeros (no pad_value argument)",
+            "plan": "verl computes the metadata only together with the data",
+            "engine": "verl's engine flags live in workers/engine/megatron/transformer_impl.py, "
+            "which cannot be loaded without the full training stack",
+            "contiguous": "the installed megatron-core's PackedSeqParams has no "
+            "cp_partition_mode, which verl needs for cp_layout='contiguous'",
+            "parallel_state_checks": "verl reads tp/cp size and rank from Megatron's parallel "
+            "state, which validates them itself",
+            "batch_checks": "verl takes a nested jagged tensor, whose constructor enforces one "
+            "dtype and one trailing shape",
+        }
+
+    def _call_pre(
+        self, seqs: list[np.ndarray], config: Config, cp_rank: int, need_roll: bool
+    ) -> tuple[torch.Tensor, Any, torch.Tensor]:
+        cfg = {"tp_size": 1, "cp_size": 1, "cp_layout": "zigzag", "fp8": False, "bucket": None,
+               "min_local_rows": None, **config}
+        nested = torch.nested.nested_tensor(
+            [torch.from_numpy(np.ascontiguousarray(s)) for s in seqs], layout=torch.jagged
+        )
+        self.util.mpu = FakeParallelState(cfg["tp_size"], cfg["cp_size"], cp_rank)
+        rows, params, pos = self.util.preprocess_thd_engine(
+            nested, pre_process=True, need_roll=need_roll, use_fp8_padding=cfg["fp8"],
+            local_cp_size=None, min_local_rows=cfg["min_local_rows"],
+            pad_to_length_bucket=cfg["bucket"], cp_layout=cfg["cp_layout"],
+        )
+        return rows, params, pos
+
+    def pack(
+        self, seqs: Any, config: Config, cp_rank: Any, *, need_roll: Any = False,
+        pad_value: Any = 0,
+    ) -> tuple[np.ndarray, np.ndarray, Meta]:
+        if pad_value != 0:
+            raise NotImplementedError("verl has no pad_value")
+        rows, params, pos = self._call_pre(seqs, config, cp_rank, need_roll)
+        cu_padded = params.cu_seqlens_q_padded.numpy()
+        meta: Meta = {
+            # verl keeps the real lengths only as the nested tensor's offsets (its input).
+            "seqlens": np.asarray([s.shape[0] for s in seqs], dtype=np.int32),
+            "seqlens_padded": np.diff(cu_padded),
+            "cu_seqlens_padded": cu_padded,
+            "max_seqlen": params.max_seqlen_q,
+            "total": int(cu_padded[-1]),
+            "local_rows": int(rows.shape[1]),
+        }
+        return rows[0].numpy(), pos[0].numpy(), meta
+
+    def megatron_preprocess(
+        self, seqs: list[np.ndarray], config: Config, cp_rank: int, *, need_roll: bool = False
+    ) -> tuple[np.ndarray, dict[str, Any], np.ndarray]:
+        rows, params, pos = self._call_pre(seqs, config, cp_rank, need_roll)
+        return rows.numpy(), _params_dict(params), pos.numpy()
+
+    def _post(self, output: torch.Tensor, meta: Meta, config: Config, cp_rank: int,
+              group: Any) -> Any:
+        from megatron.core.packed_seq_params import PackedSeqParams
+
+        cu = torch.as_tensor(np.asarray(meta["cu_seqlens_padded"]), dtype=torch.int32)
+        lengths = [int(x) for x in np.asarray(meta["seqlens"])]
+        offsets = torch.tensor(np.concatenate([[0], np.cumsum(lengths)]), dtype=torch.int64)
+        params = PackedSeqParams(qkv_format="thd", cu_seqlens_q=cu, cu_seqlens_kv=cu,
+                                 cu_seqlens_q_padded=cu, cu_seqlens_kv_padded=cu)
+        self.util.mpu = FakeParallelState(config.get("tp_size", 1), config.get("cp_size", 1),
+                                          cp_rank, group)
+        return self.util.postprocess_thd_engine(
+            output, params, types.SimpleNamespace(offsets=lambda: offsets), len(lengths),
+            post_process=True, local_cp_size=None,
+            cp_layout=config.get("cp_layout", "zigzag"),
+        )
+
+    def unpack(self, shards: list[np.ndarray], meta: Meta, config: Config) -> list[np.ndarray]:
+        tensors = [torch.from_numpy(np.ascontiguousarray(s)) for s in shards]
+        real_torch = self.util.torch
+        self.util.torch = _TorchWithLocalGather(tensors)
+        try:
+            out = self._post(tensors[0][None], meta, config, 0, None)
+        finally:
+            self.util.torch = real_torch
+        return [t.numpy() for t in out.unbind()]
+
+    def distributed_unpack(
+        self, rows: np.ndarray, meta: Meta, config: Config, cp_rank: int, group: Any
+    ) -> tuple[list[np.ndarray], np.ndarray | None]:
+        local = torch.from_numpy(np.ascontiguousarray(rows))[None]
+        grad_ok = local.is_floating_point()
+        if grad_ok:
+            local = local.clone().requires_grad_(True)
+        out = self._post(local, meta, config, cp_rank, group)
+        parts = list(out.unbind())
+        grad = None
+        if grad_ok:
+            torch.stack([p.sum() for p in parts]).sum().backward()
+            assert local.grad is not None
+            grad = local.grad[0].numpy()
+        return [p.detach().numpy() for p in parts], grad
+
+
+def _params_dict(params: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in ("qkv_format", "cu_seqlens_q", "cu_seqlens_kv", "cu_seqlens_q_padded",
+                "cu_seqlens_kv_padded", "max_seqlen_q", "max_seqlen_kv", "cp_partition_mode"):
+        if hasattr(params, key):
+            value = getattr(params, key)
+            out[key] = value.numpy() if isinstance(value, torch.Tensor) else value
+    return out
+
+
+def make_target() -> VerlTarget:
+    return VerlTarget()

@@ -1,0 +1,164 @@
+"""Differential properties: the target equals the reference on every specified slot, every rank.
+
+Split by feature so that the rule matrix says *which* part of the spec a target gets wrong.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from . import harness as h
+from .strategies import Batch, PackCase, batches, configs, pack_cases, zero_length_batches
+
+CAPS = h.caps()
+CONTIG = "contiguous" in CAPS
+# Metadata tests need no data: one int64 column keeps them cheap.
+META_BATCH = batches(dtypes=("int64",), trails=((),))
+
+
+def _meta_case(config: st.SearchStrategy[dict]) -> st.SearchStrategy[PackCase]:
+    return pack_cases(caps=frozenset(), need_roll=False, config=config, batch=META_BATCH)
+
+
+def _check_meta(case: PackCase) -> None:
+    seqs = case.batch.arrays()
+    h.check_meta(h.run_target(case, seqs), h.run_reference(case, seqs))
+
+
+@pytest.mark.rules("R-ALIGN-1", "R-ALIGN-2", "R-ALIGN-3", "R-META-1", "R-META-2", "R-META-3",
+                   "R-META-4", "R-META-6")
+@h.prop_settings()
+@given(_meta_case(configs(contiguous_cp=CONTIG, bucket=st.none(), min_local_rows=st.none())))
+def test_plan_alignment_matches_reference(case: PackCase) -> None:
+    """Per-sequence padding, boundaries and max_seqlen, without total-level stages."""
+    _check_meta(case)
+
+
+@pytest.mark.rules("R-ALIGN-2", "R-TOTAL-1", "R-TOTAL-2", "R-TOTAL-4", "R-TOTAL-5")
+@h.prop_settings()
+@given(_meta_case(configs(contiguous_cp=CONTIG, fp8=st.just(True), bucket=st.none(),
+                          min_local_rows=st.none(), tp=st.integers(1, 4),
+                          cp=st.integers(1, 4))))
+def test_plan_fp8_matches_reference(case: PackCase) -> None:
+    """FP8: lcm(16, A0) per sequence, 128 * A0 for the total, surplus on the last sequence."""
+    _check_meta(case)
+
+
+@pytest.mark.rules("R-TOTAL-2", "R-TOTAL-4", "R-TOTAL-5", "R-META-5")
+@h.prop_settings()
+@example(PackCase(config={"tp_size": 2, "cp_size": 1, "bucket": 3}, batch=Batch((1,))))
+@example(PackCase(config={"cp_size": 2, "bucket": 2}, batch=Batch((1,))))
+@given(_meta_case(configs(contiguous_cp=CONTIG, fp8=st.just(False), min_local_rows=st.none(),
+                          bucket=st.integers(1, 1100))))
+def test_plan_bucket_matches_reference(case: PackCase) -> None:
+    """Bucket: the total is a multiple of lcm(A, bucket), also when the bucket is not a
+    multiple of the alignment (erratum E-1)."""
+    _check_meta(case)
+
+
+@pytest.mark.rules("R-TOTAL-3", "R-TOTAL-4", "R-TOTAL-5", "R-META-5")
+@h.prop_settings()
+@example(PackCase(config={"cp_size": 2, "min_local_rows": 3}, batch=Batch((1,))))
+@given(_meta_case(configs(contiguous_cp=CONTIG, fp8=st.just(False), bucket=st.none(),
+                          min_local_rows=st.integers(1, 300))))
+def test_plan_min_local_rows_matches_reference(case: PackCase) -> None:
+    """min_local_rows: the bound cp * min_local_rows is rounded up to the modulus (E-2)."""
+    _check_meta(case)
+
+
+@pytest.mark.rules("R-META-1", "R-META-2", "R-META-3", "R-META-4", "R-META-5", "R-META-6",
+                   "R-TOTAL-2", "R-TOTAL-3", "R-TOTAL-4", "R-TOTAL-5")
+@h.prop_settings()
+@given(_meta_case(configs(contiguous_cp=CONTIG)))
+def test_plan_any_config_matches_reference(case: PackCase) -> None:
+    """All stages together: fp8, bucket and min_local_rows combined."""
+    _check_meta(case)
+
+
+@pytest.mark.rules("R-TOTAL-6", "R-META-1", "R-META-3", "R-META-5")
+@h.prop_settings()
+@given(
+    st.lists(st.integers(0, 2**28), min_size=1, max_size=8),
+    configs(contiguous_cp=True),
+)
+def test_plan_only_large_lengths_match_reference(seqlens: list[int], config: dict) -> None:
+    """Metadata without data, for lengths near the int32 limit (capability `plan`)."""
+    h.require("plan")
+    want = h.outcome(lambda: h.reference.plan_thd(seqlens, h.ref_config(config)))
+    got = h.outcome(lambda: h.target().plan(seqlens, dict(config)))
+    h.check_same_rejection(want, got, f"plan({seqlens}, {config})")
+    if want is None:
+        problems = h.meta_mismatches(h.target().plan(seqlens, dict(config)),
+                                     h.reference.plan_thd(seqlens, h.ref_config(config)))
+        assert not problems, "; ".join(problems)
+
+
+def _check_pack(case: PackCase) -> None:
+    seqs = case.batch.arrays()
+    got, want = h.run_target(case, seqs), h.run_reference(case, seqs)
+    h.check_meta(got, want)
+    h.check_rows(case, got, want)
+    h.check_positions(case, got, want)
+
+
+@pytest.mark.rules("R-IN-1", "R-ALIGN-4", "R-ROW-1", "R-ROW-2", "R-POS-1", "R-POS-2",
+                   "R-POS-3")
+@h.prop_settings()
+@example(PackCase(config={"cp_size": 2}, batch=Batch((3, 5), dtype="float32", seed=1),
+                  pad_value=-0.0))
+@given(pack_cases(caps=CAPS, need_roll=False))
+def test_pack_matches_reference(case: PackCase) -> None:
+    """Rows and position ids on every rank, any config, dtype and trailing shape."""
+    _check_pack(case)
+
+
+@pytest.mark.rules("R-SHARD-1", "R-ROW-1", "R-POS-2")
+@h.prop_settings(0.5)
+@given(pack_cases(caps=CAPS, config=configs(cp=st.just(1))))
+def test_single_rank_matches_reference(case: PackCase) -> None:
+    """cp_size 1: the whole padded buffer in order, for either layout."""
+    _check_pack(case)
+
+
+@pytest.mark.rules("R-SHARD-2", "R-ROW-1", "R-POS-2")
+@h.prop_settings()
+@given(pack_cases(caps=CAPS, config=configs(cp=st.integers(2, 8), contiguous_cp=False)))
+def test_zigzag_matches_reference(case: PackCase) -> None:
+    """Zigzag: chunk r and chunk 2cp-1-r of every sequence, in sequence order."""
+    _check_pack(case)
+
+
+@pytest.mark.rules("R-SHARD-3", "R-ROW-1", "R-POS-2")
+@h.prop_settings(0.5)
+@given(st.data())
+def test_contiguous_matches_reference(data: st.DataObject) -> None:
+    """Contiguous: rank r holds global rows [r * local_rows, (r+1) * local_rows)."""
+    h.require("contiguous")
+    cfg = configs(cp=st.integers(2, 8)).map(lambda c: {**c, "cp_layout": "contiguous"})
+    _check_pack(data.draw(pack_cases(caps=CAPS, config=cfg), label="case"))
+
+
+@pytest.mark.rules("R-ROLL-1", "R-ROLL-2", "R-ROLL-3")
+@h.prop_settings()
+@example(PackCase(config={"cp_size": 2}, batch=Batch((4, 3)), need_roll=True))
+@example(PackCase(config={"cp_size": 1}, batch=Batch((2, 3)), need_roll=True))
+@given(pack_cases(caps=CAPS, need_roll=True))
+def test_need_roll_matches_reference(case: PackCase) -> None:
+    """Next-token labels: x_i[j+1] at offset j with position id j+1; padding keeps pad_value
+    (errata E-4, E-5)."""
+    _check_pack(case)
+
+
+@pytest.mark.rules("R-IN-2", "R-ROW-3", "R-ALIGN-3")
+@h.prop_settings()
+@example(PackCase(config={"cp_size": 2}, batch=Batch((4, 0, 2)), need_roll=True))
+@example(PackCase(config={"cp_size": 2}, batch=Batch((0,))))
+@example(PackCase(config={"cp_size": 1}, batch=Batch((0, 0))))
+@given(pack_cases(caps=CAPS, batch=zero_length_batches(),
+                  config=configs(contiguous_cp=CONTIG, tp=st.integers(1, 3),
+                                 cp=st.integers(1, 4))))
+def test_zero_length_sequences_match_reference(case: PackCase) -> None:
+    """Empty sequences anywhere never change another sequence's rows (erratum E-3)."""
+    _check_pack(case)

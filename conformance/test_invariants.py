@@ -1,0 +1,114 @@
+"""Invariants of the spec checked on the target's output alone (no oracle).
+
+Every token carries a unique code (sequence << 32 | offset, plus one), so the rows themselves
+say where they came from: counting them proves "every real token exactly once" (R-SHARD-4).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from . import harness as h
+from .strategies import configs, lengths
+
+CAPS = h.caps()
+PAD = -1 if "pad_value" in CAPS else 0  # token codes are >= 1, so the pad never collides
+
+
+def _encoded(lens: tuple[int, ...]) -> list[np.ndarray]:
+    return [(np.arange(n, dtype=np.int64) + (i << 32) + 1) for i, n in enumerate(lens)]
+
+
+def _pack_all(lens: tuple[int, ...], config: dict[str, Any]) -> list[tuple[Any, Any, Any]]:
+    seqs = _encoded(lens)
+    return [h.target().pack(seqs, dict(config), r, pad_value=PAD)
+            for r in range(config["cp_size"])]
+
+
+cases = st.tuples(lengths(max_batch=24, budget=1500), configs(contiguous_cp="contiguous" in CAPS))
+
+
+@pytest.mark.rules("R-SHARD-4", "R-ROW-1", "R-ROW-2", "R-POS-2")
+@h.prop_settings()
+@example(((4, 0, 2), {"tp_size": 1, "cp_size": 2, "cp_layout": "zigzag", "fp8": False,
+                      "bucket": None, "min_local_rows": None}))
+@given(cases)
+def test_every_token_exactly_once(case: tuple[tuple[int, ...], dict[str, Any]]) -> None:
+    """Over all ranks: each real token once, with its own offset as position id; everything
+    else is padding (the ranks' rows are a permutation of the padded buffer)."""
+    lens, config = case
+    results = _pack_all(lens, config)
+    rows = np.concatenate([np.asarray(r[0]) for r in results])
+    pos = np.concatenate([np.asarray(r[1]) for r in results])
+    total = int(results[0][2]["total"])
+    assert rows.shape[0] == total, f"ranks hold {rows.shape[0]} rows, total is {total}"
+    real = rows != PAD
+    codes = rows[real]
+    expected = np.concatenate(_encoded(lens))
+    uniq, counts = np.unique(codes, return_counts=True)
+    dup = uniq[counts > 1]
+    assert dup.size == 0, f"tokens held twice: {[(int(c - 1) >> 32, int(c - 1) & 0xFFFFFFFF) for c in dup[:5]]}"  # noqa: E501
+    missing = np.setdiff1d(expected, uniq)
+    assert missing.size == 0, f"tokens lost (sequence, offset): {[(int(c - 1) >> 32, int(c - 1) & 0xFFFFFFFF) for c in missing[:5]]}"  # noqa: E501
+    extra = np.setdiff1d(uniq, expected)
+    assert extra.size == 0, f"rows that are neither a token nor pad_value: {extra[:5].tolist()}"
+    assert rows.shape[0] - codes.size == total - sum(lens), "wrong number of padding rows"
+    offsets = (codes - 1) & 0xFFFFFFFF
+    wrong = np.flatnonzero(pos[real] != offsets)
+    assert wrong.size == 0, (
+        f"position id {int(pos[real][wrong[0]])} on the token at offset {int(offsets[wrong[0]])}"
+    )
+
+
+def _modulus(config: dict[str, Any]) -> tuple[int, int, int]:
+    """A, M and A0 straight from the spec's formulas (R-ALIGN-1, R-ALIGN-2, R-TOTAL-1/2)."""
+    cp = config["cp_size"]
+    f = 2 if config["cp_layout"] == "zigzag" and cp > 1 else 1
+    a0 = config["tp_size"] * cp * f
+    a = math.lcm(16, a0) if config["fp8"] else a0
+    m = a
+    if config["bucket"] is not None:
+        m = math.lcm(m, config["bucket"])
+    if config["fp8"]:
+        m = math.lcm(m, 128 * a0)
+    return a, m, a0
+
+
+@pytest.mark.rules("R-ALIGN-3", "R-TOTAL-3", "R-TOTAL-4", "R-TOTAL-5", "R-META-3", "R-META-5")
+@h.prop_settings()
+@example(((513,), {"tp_size": 1, "cp_size": 1, "cp_layout": "zigzag", "fp8": False,
+                   "bucket": 512, "min_local_rows": None}))
+@example(((1,), {"tp_size": 2, "cp_size": 1, "cp_layout": "zigzag", "fp8": False,
+                 "bucket": 3, "min_local_rows": None}))
+@example(((1,), {"tp_size": 1, "cp_size": 2, "cp_layout": "zigzag", "fp8": False,
+                 "bucket": None, "min_local_rows": 3}))
+@given(cases)
+def test_alignment_and_smallest_total(case: tuple[tuple[int, ...], dict[str, Any]]) -> None:
+    """Every P_i a multiple of A and at least L_i; only the last sequence takes the surplus;
+    the total is a multiple of M, at least N, and the smallest such; local rows split by tp."""
+    lens, config = case
+    _, _, meta = h.target().pack(_encoded(lens), dict(config), 0, pad_value=PAD)
+    a, m, _ = _modulus(config)
+    padded = np.asarray(meta["seqlens_padded"], dtype=np.int64)
+    cu = np.asarray(meta["cu_seqlens_padded"], dtype=np.int64)
+    total, local = int(meta["total"]), int(meta["local_rows"])
+    for i, (n, p) in enumerate(zip(lens, padded, strict=True)):
+        assert p % a == 0, f"P_{i} = {p} is not a multiple of A = {a}"
+        assert p >= n, f"P_{i} = {p} < L_{i} = {n}"
+        if i < len(lens) - 1:
+            assert p == -(-n // a) * a, f"P_{i} = {p}, ceil_to(L_{i}, A) = {-(-n // a) * a}"
+    assert cu[0] == 0 and np.array_equal(np.diff(cu), padded) and cu[-1] == total
+    s = sum(-(-n // a) * a for n in lens)
+    mlr = config["min_local_rows"]
+    bound = max(s, config["cp_size"] * mlr) if mlr is not None else s
+    assert total % m == 0, f"total {total} is not a multiple of M = {m}"
+    assert total >= bound, f"total {total} < N = {bound}"
+    assert total - m < bound, f"total {total} is not the smallest: {total - m} also fits"
+    assert local * config["cp_size"] == total, f"local_rows {local} * cp != total {total}"
+    assert local % config["tp_size"] == 0, f"local_rows {local} not divisible by tp"

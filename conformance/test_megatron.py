@@ -1,0 +1,70 @@
+"""The Megatron adapter view (spec section 12): PackedSeqParams fields and layout support."""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+from hypothesis import given
+
+import reference
+
+from . import harness as h
+from .strategies import PackCase, batches, configs, pack_cases
+
+
+def _has_cp_partition_mode() -> bool:
+    from megatron.core.packed_seq_params import PackedSeqParams
+
+    return "cp_partition_mode" in inspect.signature(PackedSeqParams.__init__).parameters
+
+
+@pytest.mark.rules("R-MEG-1")
+@h.prop_settings(0.5)
+@given(pack_cases(caps=h.caps(), config=configs(contiguous_cp=_has_cp_partition_mode()),
+                  batch=batches(max_batch=12, budget=400)))
+def test_preprocess_fields(case: PackCase) -> None:
+    """rows[None], position_ids[None], qkv_format 'thd', every cu_seqlens field equal to
+    cu_seqlens_padded, max_seqlen_q = max_seqlen_kv = max_seqlen."""
+    h.require("megatron")
+    seqs = case.batch.arrays()
+    want = h.run_reference(case, seqs)
+    for rank in range(case.cp_size):
+        rows, params, pos = h.target().megatron_preprocess(seqs, dict(case.config), rank,
+                                                           need_roll=case.need_roll)
+        plan = want[rank].meta
+        assert rows.shape == (1, *want[rank].rows.shape), f"rows shape {rows.shape}"
+        assert pos.shape == (1, plan.local_rows), f"position_ids shape {pos.shape}"
+        assert params["qkv_format"] == "thd"
+        for key in ("cu_seqlens_q", "cu_seqlens_kv", "cu_seqlens_q_padded",
+                    "cu_seqlens_kv_padded"):
+            got = np.asarray(params[key])
+            assert got.dtype == np.int32 and np.array_equal(got, plan.cu_seqlens_padded), (
+                f"{key} = {got.tolist()}, spec {plan.cu_seqlens_padded.tolist()}"
+            )
+        for key in ("max_seqlen_q", "max_seqlen_kv"):
+            assert params[key] == plan.max_seqlen and type(params[key]) is int, (
+                f"{key} = {params[key]!r}, spec {plan.max_seqlen}"
+            )
+
+
+@pytest.mark.rules("R-MEG-2")
+def test_contiguous_needs_cp_partition_mode() -> None:
+    """Without PackedSeqParams.cp_partition_mode, contiguous cp > 1 raises ValueError before
+    touching data; with it, the field carries the layout."""
+    h.require("megatron")
+    seqs = [np.arange(6, dtype=np.int64), np.arange(3, dtype=np.int64)]
+    before = [s.copy() for s in seqs]
+    config = {"cp_size": 2, "cp_layout": "contiguous"}
+    if _has_cp_partition_mode():
+        _, params, _ = h.target().megatron_preprocess(seqs, config, 0)
+        assert params.get("cp_partition_mode") == "contiguous"
+    else:
+        with pytest.raises(ValueError):
+            h.target().megatron_preprocess(seqs, config, 0)
+    assert all(np.array_equal(a, b) for a, b in zip(seqs, before, strict=True))
+    # cp_size 1 needs no partition mode at all.
+    rows, _, _ = h.target().megatron_preprocess(seqs, {"cp_layout": "contiguous"}, 0)
+    ref_rows, _, _ = reference.pack_thd(seqs, reference.PackConfig(cp_layout="contiguous"), 0)
+    assert np.array_equal(rows[0], ref_rows)

@@ -1,0 +1,208 @@
+"""Bad input (spec section 11): the target raises the reference's error class, before touching
+data, and leaves its inputs unchanged. Valid look-alikes (NumPy integers, np.float64 pad
+values) are mixed in: where the reference accepts, the target must accept too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import reference
+
+from . import harness as h
+from .strategies import (
+    INT32_MAX,
+    bad_batches,
+    bad_buckets,
+    bad_flags,
+    bad_layouts,
+    bad_lengths,
+    bad_min_local_rows,
+    bad_pad_values,
+    bad_ranks,
+    bad_sizes,
+    bad_unpacks,
+)
+
+BASE_CONFIG: dict[str, Any] = {"tp_size": 1, "cp_size": 2, "cp_layout": "zigzag", "fp8": False,
+                               "bucket": None, "min_local_rows": None}
+
+
+def _batch(dtype: str = "int64") -> list[np.ndarray]:
+    return [np.arange(5).astype(dtype), np.arange(3).astype(dtype)]
+
+
+def _compare_pack(seqs: Any, config: dict[str, Any], cp_rank: Any = 0, need_roll: Any = False,
+                  pad_value: Any = 0) -> None:
+    """Same outcome class as the reference; inputs unchanged; same rows where both accept."""
+    what = f"pack(config={config}, cp_rank={cp_rank!r}, need_roll={need_roll!r}, " \
+        f"pad_value={pad_value!r})"
+    want_holder: list[Any] = []
+
+    def ref() -> None:
+        want_holder.append(reference.pack_thd(seqs, reference.PackConfig(**config), cp_rank,
+                                              need_roll=need_roll, pad_value=pad_value))
+
+    want = h.outcome(ref)
+    before = h.snapshot(seqs)
+    got_holder: list[Any] = []
+    got = h.outcome(lambda: got_holder.append(
+        h.target().pack(seqs, dict(config), cp_rank, need_roll=need_roll, pad_value=pad_value)))
+    assert h.snapshot(seqs) == before, f"{what}: the call changed its input arrays"
+    h.check_same_rejection(want, got, what)
+    if want is None and got is None:
+        rows, ref_rows = np.asarray(got_holder[0][0]), want_holder[0][0]
+        assert h.same_value(rows, ref_rows), f"{what}: accepted, but rows differ from the spec"
+
+
+@pytest.mark.rules("R-IN-3", "R-ERR-1", "R-ERR-2")
+@h.prop_settings(0.5)
+@given(st.sampled_from(["tp_size", "cp_size"]), bad_sizes)
+def test_reject_parallel_sizes(field: str, value: Any) -> None:
+    """tp_size / cp_size: non-integers (bool, float, str) TypeError, < 1 ValueError."""
+    h.require("parallel_state_checks")
+    _compare_pack(_batch(), {**BASE_CONFIG, field: value})
+
+
+@pytest.mark.rules("R-IN-3", "R-ERR-1", "R-ERR-2", "R-ERR-3", "R-ERR-4")
+@h.prop_settings()
+@given(st.one_of(
+    st.tuples(st.just("bucket"), bad_buckets),
+    st.tuples(st.just("min_local_rows"), bad_min_local_rows),
+    st.tuples(st.just("cp_layout"), bad_layouts),
+    st.tuples(st.just("fp8"), bad_flags),
+))
+def test_reject_config_flags(field_value: tuple[str, Any]) -> None:
+    """User-facing config fields: bucket (bool/float/str TypeError, < 1 ValueError, erratum
+    E-7), min_local_rows, cp_layout, fp8."""
+    field, value = field_value
+    _compare_pack(_batch(), {**BASE_CONFIG, field: value})
+
+
+@pytest.mark.rules("R-IN-4", "R-ERR-1", "R-ERR-5")
+@h.prop_settings(0.5)
+@given(bad_ranks)
+def test_reject_cp_rank(value: Any) -> None:
+    """cp_rank: a non-integer TypeError, outside [0, cp_size) ValueError."""
+    h.require("parallel_state_checks")
+    cp = BASE_CONFIG["cp_size"]
+    rank = {"neg": -1, "cp": cp, "cp+3": cp + 3}.get(value, value) if isinstance(value, str) \
+        else value
+    _compare_pack(_batch(), BASE_CONFIG, cp_rank=rank)
+
+
+@pytest.mark.rules("R-IN-4", "R-ERR-1")
+@h.prop_settings(0.5)
+@given(bad_flags)
+def test_reject_need_roll(value: Any) -> None:
+    """need_roll must be a real bool."""
+    _compare_pack(_batch(), BASE_CONFIG, need_roll=value)
+
+
+@pytest.mark.rules("R-IN-4", "R-IN-5", "R-ERR-1", "R-ERR-10")
+@h.prop_settings()
+@given(st.sampled_from(["bool", "int8", "uint8", "int32", "int64", "float16", "float32",
+                        "float64"]).flatmap(lambda d: st.tuples(st.just(d), bad_pad_values(d))))
+def test_reject_pad_value(dtype_value: tuple[str, Any]) -> None:
+    """pad_value: not a bool/int/float TypeError; not representable in the dtype ValueError."""
+    h.require("pad_value")
+    dtype, value = dtype_value
+    _compare_pack(_batch(dtype), BASE_CONFIG, pad_value=value)
+
+
+def _bad_batch(kind: str) -> Any:
+    good = _batch()
+    return {
+        "not-a-list": {0: good[0]},
+        "empty": [],
+        "list-element": [good[0], [1, 2, 3]],
+        "scalar-element": [good[0], 3],
+        "none-element": [None],
+        "zero-dim": [np.array(5)],
+        "trail-mismatch": [np.zeros((2, 3)), np.zeros((2, 4))],
+        "dtype-mismatch": [np.zeros(2, np.int64), np.zeros(2, np.int32)],
+        "tuple-ok": tuple(good),
+        "ndarray-batch": np.zeros((2, 3)),
+    }[kind]
+
+
+@pytest.mark.rules("R-IN-1", "R-ERR-1", "R-ERR-7", "R-ERR-9")
+@h.prop_settings(0.5)
+@given(bad_batches)
+def test_reject_batch(kind: str) -> None:
+    """Batch structure: not a list/tuple or a foreign element TypeError, empty ValueError,
+    0-d or mixed trailing shapes ValueError, mixed dtypes TypeError."""
+    h.require("batch_checks")
+    _compare_pack(_bad_batch(kind), BASE_CONFIG)
+
+
+@pytest.mark.rules("R-ERR-1", "R-ERR-6", "R-ERR-8")
+@h.prop_settings(0.5)
+@given(st.lists(st.just(4), min_size=0, max_size=3), bad_lengths, st.integers(0, 3))
+def test_reject_lengths(good: list[int], bad: Any, where: int) -> None:
+    """Lengths (capability `plan`): negative ValueError, above INT32_MAX ValueError, a
+    non-integer TypeError; an empty list ValueError."""
+    h.require("plan")
+    seqlens = good[:where] + [bad] + good[where:]
+    want = h.outcome(lambda: reference.plan_thd(seqlens, reference.PackConfig()))
+    got = h.outcome(lambda: h.target().plan(seqlens, {}))
+    h.check_same_rejection(want, got, f"plan({seqlens!r})")
+    empty_want = h.outcome(lambda: reference.plan_thd([], reference.PackConfig()))
+    h.check_same_rejection(empty_want, h.outcome(lambda: h.target().plan([], {})), "plan([])")
+
+
+@pytest.mark.rules("R-ERR-8", "R-TOTAL-6")
+@pytest.mark.parametrize("config", [
+    {"bucket": 2**31},
+    {"min_local_rows": 2**31},
+    {"cp_size": 2, "bucket": INT32_MAX},
+    {"cp_size": 4, "tp_size": 2, "bucket": 2**30 + 1},
+], ids=["bucket-2^31", "min_local_rows-2^31", "cp2-bucket-int32max", "cp4-tp2-bucket-2^30+1"])
+def test_reject_total_above_int32(config: dict[str, Any]) -> None:
+    """A total above INT32_MAX is rejected with ValueError before any allocation (erratum E-8:
+    int32 metadata would wrap)."""
+    _compare_pack([np.arange(3, dtype=np.int8)], {**BASE_CONFIG, "cp_size": 1, **config})
+
+
+def _bad_unpack(kind: str) -> tuple[list[np.ndarray], dict[str, Any], dict[str, Any]]:
+    config = dict(BASE_CONFIG)
+    plan = reference.plan_thd([5, 3], reference.PackConfig(**config))
+    meta = {k: getattr(plan, k) for k in h.META_ARRAYS + h.META_INTS}
+    shards = [np.zeros((plan.local_rows, 2), np.int64) for _ in range(2)]
+    if kind == "too-few-shards":
+        shards = shards[:1]
+    elif kind == "too-many-shards":
+        shards = shards + [shards[0].copy()]
+    elif kind == "short-shard":
+        shards[1] = shards[1][:-1]
+    elif kind == "long-shard":
+        shards[0] = np.zeros((plan.local_rows + 2, 2), np.int64)
+    elif kind == "trail-mismatch":
+        shards[1] = np.zeros((plan.local_rows, 3), np.int64)
+    elif kind == "dtype-mismatch":
+        shards[1] = shards[1].astype(np.int32)
+    elif kind == "total-mismatch":
+        meta["total"] = plan.total + 4
+    return shards, meta, config
+
+
+@pytest.mark.rules("R-ERR-11")
+@h.prop_settings(0.5)
+@given(bad_unpacks)
+def test_reject_unpack(kind: str) -> None:
+    """unpack: wrong shard count, row count, trailing shape, dtype, or an inconsistent plan."""
+    h.require("unpack")
+    shards, meta, config = _bad_unpack(kind)
+    ref_plan = reference.Plan(**{k: (np.asarray(v, np.int32) if k in h.META_ARRAYS else v)
+                                 for k, v in meta.items()})
+    want = h.outcome(lambda: reference.unpack_thd(shards, ref_plan,
+                                                  reference.PackConfig(**config)))
+    before = h.snapshot(shards)
+    got = h.outcome(lambda: h.target().unpack(shards, meta, dict(config)))
+    assert h.snapshot(shards) == before, "unpack changed its input shards"
+    h.check_same_rejection(want, got, f"unpack({kind})")

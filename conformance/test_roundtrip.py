@@ -1,0 +1,81 @@
+"""Unpack: the target's unpack of the target's pack returns the input (spec section 9)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+import reference
+
+from . import harness as h
+from .strategies import Batch, PackCase, batches, configs, pack_cases
+
+CAPS = h.caps()
+
+
+def _assert_batch_equal(got: list[np.ndarray], want: list[np.ndarray]) -> None:
+    assert len(got) == len(want), f"{len(got)} sequences back, {len(want)} in"
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
+        g = np.asarray(g)
+        assert g.dtype == w.dtype and g.shape == w.shape, (
+            f"sequence {i}: {g.dtype}{list(g.shape)} back, {w.dtype}{list(w.shape)} in"
+        )
+        if not h.same_bits(g, w):
+            bad = int(np.flatnonzero(~np.all((g == w).reshape(len(g), -1)
+                                             | (g != g).reshape(len(g), -1), axis=1))[0]) \
+                if len(g) else 0
+            raise AssertionError(f"sequence {i} row {bad}: {g[bad]!r} back, {w[bad]!r} in")
+
+
+@pytest.mark.rules("R-UNPACK-1", "R-UNPACK-2")
+@h.prop_settings()
+@example(PackCase(config={"cp_size": 2}, batch=Batch((0, 3, 0), trail=(2,))))
+@given(pack_cases(caps=CAPS, need_roll=False))
+def test_roundtrip(case: PackCase) -> None:
+    """unpack(pack on every rank) is the input, bit for bit, zero-length sequences included."""
+    h.require("unpack")
+    seqs = case.batch.arrays()
+    got = h.run_target(case, seqs)
+    out = h.target().unpack([g.rows for g in got], got[0].meta, dict(case.config))
+    _assert_batch_equal(out, seqs)
+
+
+@pytest.mark.rules("R-UNPACK-3", "R-UNPACK-1")
+@h.prop_settings(0.5)
+@given(pack_cases(caps=CAPS, need_roll=False))
+def test_unpack_ignores_padding(case: PackCase) -> None:
+    """Garbage in every padding row never reaches the output."""
+    h.require("unpack")
+    seqs = case.batch.arrays()
+    got = h.run_target(case, seqs)
+    plan = h.run_reference(case, seqs)[0].meta
+    cfg = h.ref_config(case.config)
+    shards = []
+    for rank, g in enumerate(got):
+        rows = g.rows.copy()
+        for k, src in enumerate(reference.row_map(plan, cfg, rank)):
+            if not src.real:
+                rows[k] = np.ones_like(rows[k]) if rows.dtype.kind == "b" else rows[k] * 0 + 77
+        shards.append(rows)
+    _assert_batch_equal(h.target().unpack(shards, got[0].meta, dict(case.config)), seqs)
+
+
+@pytest.mark.rules("R-UNPACK-1")
+@h.prop_settings(0.5)
+@given(configs(contiguous_cp="contiguous" in CAPS), batches(max_batch=16, budget=600),
+       st.integers(0, 1000))
+def test_unpack_matches_reference(config: dict, batch: Batch, seed: int) -> None:
+    """Unpack of arbitrary shards (not made by pack) equals the reference's unpack."""
+    h.require("unpack")
+    cfg = h.ref_config(config)
+    plan = reference.plan_thd(list(batch.lengths), cfg)
+    rng = np.random.default_rng(seed)
+    trail = batch.trail
+    shards = [(rng.integers(-50, 50, size=(plan.local_rows, *trail))).astype(batch.dtype)
+              for _ in range(cfg.cp_size)]
+    want = reference.unpack_thd(shards, plan, cfg)
+    meta = {k: getattr(plan, k) for k in h.META_ARRAYS + h.META_INTS}
+    _assert_batch_equal(h.target().unpack([s.copy() for s in shards], meta, dict(config)),
+                        list(want))

@@ -1,0 +1,58 @@
+"""Meta tests: every rule in spec/ is checked by some test, and every cited rule exists."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from .rules import spec_examples, spec_rules
+
+HERE = Path(__file__).resolve().parent
+
+
+def _cited_rules() -> dict[str, set[str]]:
+    """Rule IDs in @pytest.mark.rules(...) of every conformance test module (read statically,
+    so the answer does not depend on which tests were selected), plus the spec examples'."""
+    cited: dict[str, set[str]] = {}
+    for path in sorted(HERE.glob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "rules"):
+                for arg in node.args:
+                    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                        cited.setdefault(arg.value, set()).add(path.name)
+    for example in spec_examples():
+        for rule in example["rules"]:
+            cited.setdefault(rule, set()).add("test_spec_examples.py")
+    return cited
+
+
+@pytest.mark.meta
+def test_every_spec_rule_has_a_test() -> None:
+    """A rule in spec/ without a conformance test is a gap in the product."""
+    missing = sorted(set(spec_rules()) - set(_cited_rules()))
+    assert not missing, f"spec rules without a conformance test: {missing}"
+
+
+@pytest.mark.meta
+def test_every_cited_rule_exists() -> None:
+    """A typo in a marker would make a test count for a rule that does not exist."""
+    unknown = sorted(set(_cited_rules()) - set(spec_rules()))
+    assert not unknown, f"tests cite rules that are not in spec/: {unknown}"
+
+
+@pytest.mark.meta
+def test_every_test_declares_rules() -> None:
+    """Each test function carries a rules marker (meta tests a meta marker)."""
+    bare = []
+    for path in sorted(HERE.glob("test_*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
+                marks = {d.func.attr for d in node.decorator_list
+                         if isinstance(d, ast.Call) and isinstance(d.func, ast.Attribute)}
+                marks |= {d.attr for d in node.decorator_list if isinstance(d, ast.Attribute)}
+                if not marks & {"rules", "meta", "parametrize"}:
+                    bare.append(f"{path.name}::{node.name}")
+    assert not bare, f"tests without @pytest.mark.rules: {bare}"
