@@ -56,7 +56,8 @@ def bench(session: nox.Session) -> None:
     )
 
 
-@nox.session(python=PYTHON, venv_params=["--system-site-packages"])
+# python=None: the interpreter running nox, i.e. the runner's own Python with its torch and TE.
+@nox.session(python=None, venv_params=["--system-site-packages"])
 def gpu(session: nox.Session) -> None:
     """GPU tests on the runner's own torch and TransformerEngine (never reinstalled here).
 
