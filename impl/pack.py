@@ -167,6 +167,14 @@ class Fill:
         self.view = view
 
 
+# Floating dtypes without infinities (R-IN-5): casting inf to them saturates or gives NaN.
+NO_INFINITY = frozenset(
+    getattr(torch, name)
+    for name in ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu")
+    if hasattr(torch, name)
+)
+
+
 def check_pad_value(pad_value: Any, dtype: torch.dtype) -> Fill:
     """R-IN-5, R-ERR-10 (R-ERR-1 for the dtype): check `pad_value` against the dtype's range."""
     kind = dtype_kind(dtype)
@@ -189,6 +197,8 @@ def check_pad_value(pad_value: Any, dtype: torch.dtype) -> Fill:
     else:
         limit = torch.finfo(dtype).max
         finite = not isinstance(pad_value, float) or math.isfinite(pad_value)
+        if isinstance(pad_value, float) and math.isinf(pad_value) and dtype in NO_INFINITY:
+            raise ValueError(f"pad_value={pad_value!r}: dtype {dtype} has no infinity")
         if finite and abs(pad_value) > limit:  # exact for ints of any size
             raise ValueError(
                 f"pad_value={pad_value!r} overflows dtype {dtype} (largest finite {limit})"

@@ -135,6 +135,13 @@ def test_pad_value_edges() -> None:
         impl.pack_thd(
             [torch.zeros(1, dtype=torch.int32)], impl.PackConfig(), 0, pad_value=float("inf")
         )
+    # float8 e4m3fn has no infinity (casting saturates to 448); e5m2 has one.
+    with pytest.raises(ValueError):
+        impl.pack_thd([torch.zeros(1, dtype=torch.float8_e4m3fn)], impl.PackConfig(), 0,
+                      pad_value=float("-inf"))
+    rows, _, _ = impl.pack_thd([torch.zeros(1, dtype=torch.float8_e5m2)],
+                               impl.PackConfig(tp_size=2), 0, pad_value=float("-inf"))
+    assert rows.float()[1].item() == float("-inf")
 
 
 def _ok() -> list[torch.Tensor]:
