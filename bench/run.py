@@ -224,26 +224,33 @@ def run_case(batch: int, tp: int, cp: int, bucket: int | None, payload: str,
 
     if reference is not None and np_seqs is not None:
         rconfig = reference.PackConfig(tp_size=tp, cp_size=cp, bucket=bucket)
-        one, every = time_ranks(lambda r: lambda: reference.pack_thd(np_seqs, rconfig, r), cp,
-                                reps["reference"], warmup=0)
+        kept: dict[int, Any] = {}  # the last result of each rank, reused for unpack
+
+        def ref_pack(rank: int) -> Callable[[], Any]:
+            def call() -> None:
+                kept[rank] = reference.pack_thd(np_seqs, rconfig, rank)
+            return call
+
+        one, every = time_ranks(ref_pack, cp, reps["reference"], warmup=0)
         pack["reference_one"], pack["reference_all"] = summary(one), summary(every)
-        ref_rows, _, ref_plan = reference.pack_thd(np_seqs, rconfig, 0)
-        checks["reference_rows_equal"] = bool(torch.equal(shards[0], torch.from_numpy(ref_rows)))
-        ref_shards = [ref_rows] + [reference.pack_thd(np_seqs, rconfig, r)[0]
-                                   for r in range(1, cp)]
+        ref_shards = [kept[r][0] for r in range(cp)]
+        ref_plan = kept[0][2]
+        checks["reference_rows_equal"] = all(
+            torch.equal(mine, torch.from_numpy(theirs))
+            for mine, theirs in zip(shards, ref_shards, strict=True))
         unpack["reference"] = summary(time_calls(
             lambda: reference.unpack_thd(ref_shards, ref_plan, rconfig), reps["reference"],
             warmup=0))
 
     if verl is not None and nested is not None:
         one, every = time_ranks(lambda r: verl.pack_fn(nested, tp, cp, r, bucket), cp,
-                                reps["verl"])
+                                reps["verl"], warmup=reps["verl_warmup"])
         pack["verl_one"], pack["verl_all"] = summary(one), summary(every)
         verl_rows, params, _ = verl.pack_fn(nested, tp, cp, 0, bucket)()
         same_shape = tuple(verl_rows[0].shape) == tuple(shards[0].shape)
         checks["verl_rows_equal"] = bool(same_shape and torch.equal(verl_rows[0], shards[0]))
         unpack["verl"] = summary(time_calls(verl.unpack_fn(nested, shards, params, tp, cp),
-                                            reps["verl"]))
+                                            reps["verl"], warmup=reps["verl_warmup"]))
 
     # Unpack: impl, and the floor (one index_select of the real rows from the packed rows).
     unpack["impl"] = summary(time_calls(lambda: impl.unpack_thd(shards, plan, config),
@@ -578,14 +585,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     def reps(batch: int) -> dict[str, int]:
         # The Python-loop implementations are slow at large B: fewer repeats, said in the output.
         slow = 3 if batch <= 256 else 1
-        return {"fast": fast, "verl": 5 if batch <= 256 else 3, "reference": slow}
+        big = batch > 256
+        return {"fast": fast, "verl": 2 if big else 5, "verl_warmup": 0 if big else 1,
+                "reference": slow}
 
     info = machine()
     print(f"bench: {info['date_utc']} UTC, {info['cpu']} ({info['cores']} cores, "
           f"{info['torch_threads']} torch threads, load {info['load_average_1m_at_start']:.1f}), "
           f"torch {info['torch']}, numpy {info['numpy']}, {verl_note}")
-    print(f"repeats: impl/floor {fast}; verl 5 (B<=256) / 3 (B=1024); reference 3 (B<=256) / "
-          f"1 (B=1024, no warm-up); medians reported")
+    print(f"repeats: impl/floor {fast}; verl 5 (B<=256) / 2 (B=1024, no warm-up); reference 3 "
+          f"(B<=256) / 1 (B=1024); reference never warmed up; medians reported")
     cases = []
     started = time.perf_counter()
     for batch in batches:
@@ -609,8 +618,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     report: dict[str, Any] = {"meta": {**info, "verl_note": verl_note, "quick": args.quick,
                                        "seed": args.seed, "max_len": MAX_LEN,
-                                       "repeats": {"fast": fast, "verl": "5 / 3 (B=1024)",
-                                                   "reference": "3 / 1 (B=1024)"}},
+                                       "repeats": {
+                                           "fast": fast, "verl": "5 / 2 (B=1024, no warm-up)",
+                                           "reference": "3 / 1 (B=1024), no warm-up"}},
                               "cases": cases}
     print()
     print(format_table(cases))

@@ -1,0 +1,107 @@
+"""Render ``reports/bench.json`` as the Markdown tables of ``bench/RESULTS.md``.
+
+    python -m bench.report reports/bench.json > /tmp/tables.md
+
+The numbers in RESULTS.md are pasted from this output, so they are the measured ones.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+
+def _ms(entry: dict[str, Any] | None) -> str:
+    return "-" if not entry else f"{entry['median_s'] * 1e3:.3g}"
+
+
+def _x(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
+def render(report: dict[str, Any]) -> str:
+    meta = report["meta"]
+    out = [
+        f"- date (UTC): {meta['date_utc']}; CPU: {meta['cpu']} ({meta['cores']} cores); torch "
+        f"threads: {meta['torch_threads']}; load average (1 min) at start / end: "
+        f"{meta.get('load_average_1m_at_start', float('nan')):.1f} / "
+        f"{meta.get('load_average_1m_at_end', float('nan')):.1f}",
+        f"- Python {meta['python']}, torch {meta['torch']}, numpy {meta['numpy']}, "
+        f"verl {meta['verl']} ({meta['verl_note']})",
+        f"- repeats: impl and floor {meta['repeats']['fast']} (after 1 warm-up); verl "
+        f"{meta['repeats']['verl']}; reference {meta['repeats']['reference']}; medians",
+        "",
+        "### Pack (median ms; `1` = rank 0 alone, `all` = every CP rank in turn)",
+        "",
+        "| B | tp | cp | bucket | data | rows/rank | impl 1 | impl all | impl 1 (nested in) | "
+        "reference all | verl 1 | verl all | floor 1 | floor all | verl/impl (1) | "
+        "impl/floor (1) | impl/floor (all) |",
+        "|" + "---|" * 17,
+    ]
+    for c in report["cases"]:
+        p, r = c["pack"], c["ratios"]
+        out.append(
+            f"| {c['B']} | {c['tp']} | {c['cp']} | {c['bucket'] or '-'} | {c['payload']} | "
+            f"{c['local_rows']} | {_ms(p['impl_one'])} | {_ms(p['impl_all'])} | "
+            f"{_ms(p.get('impl_nested_one'))} | {_ms(p.get('reference_all'))} | "
+            f"{_ms(p.get('verl_one'))} | {_ms(p.get('verl_all'))} | {_ms(p['floor_one'])} | "
+            f"{_ms(p['floor_all'])} | {_x(r['verl_over_impl_one'])} | "
+            f"{_x(r['impl_over_floor_one'])} | {_x(r['impl_over_floor_all'])} |")
+    out += [
+        "",
+        "### Unpack (median ms, every rank's rows back to B sequences)",
+        "",
+        "| B | tp | cp | bucket | data | impl | reference | verl | floor | verl/impl | "
+        "impl/floor |",
+        "|" + "---|" * 11,
+    ]
+    for c in report["cases"]:
+        u, r = c["unpack"], c["ratios"]
+        out.append(
+            f"| {c['B']} | {c['tp']} | {c['cp']} | {c['bucket'] or '-'} | {c['payload']} | "
+            f"{_ms(u['impl'])} | {_ms(u.get('reference'))} | {_ms(u.get('verl'))} | "
+            f"{_ms(u['floor'])} | {_x(r['unpack_verl_over_impl'])} | "
+            f"{_x(r['unpack_impl_over_floor'])} |")
+    g = report["goals"]
+    out += ["", "### Goals (B = 256, cp = 4, rank 0 calls)", "",
+            f"- verl / impl, smallest over the 8 cases: {_x(g['verl_over_impl_min'])} (goal >= 100:"
+            f" {'met' if g['verl_speedup_met'] else 'not met'})",
+            f"- impl / floor, largest over the 8 cases: {_x(g['impl_over_floor_max'])} (goal <= 5:"
+            f" {'met' if g['floor_met'] else 'not met'})"]
+    oc = report["op_counts"]
+    out += ["", "### Torch ops dispatched per call (cp = 4, bucket 512, [L, 8] float32)", "",
+            "| call | B = 16 | B = 1024 |", "|---|---|---|"]
+    for key in ("impl_pack", "impl_unpack", "verl_pack"):
+        if key in oc["B=16"]:
+            out.append(f"| {key} | {oc['B=16'][key]['total']} | {oc['B=1024'][key]['total']} |")
+    mem = report["memory"]
+    out += ["", "### Peak memory per call (B = 1024, cp = 4, bucket 512, [L, 8] float32)", "",
+            "| call | torch peak MiB | output MiB | peak / output |", "|---|---|---|---|"]
+    for name, m in mem["torch_profiler"].items():
+        out.append(f"| {name} | {m['peak_bytes'] / 2**20:.2f} | {m['output_bytes'] / 2**20:.2f} "
+                   f"| {m['peak_over_output']:.2f} |")
+    if "rss_subprocess" in mem:
+        out += ["", "| rank-0 pack, fresh subprocess | RSS high-water mark added MiB | output MiB "
+                "| ratio |", "|---|---|---|---|"]
+        for name, m in mem["rss_subprocess"].items():
+            if "error" in m:
+                out.append(f"| {name} | error: {m['error']} | | |")
+            else:
+                out.append(f"| {name} | {m['added_bytes'] / 2**20:.2f} | "
+                           f"{m['output_bytes'] / 2**20:.2f} | {m['added_over_output']:.2f} |")
+    cuda = report["cuda"]
+    out += ["", f"### CUDA: {cuda.get('skipped', cuda.get('device'))}"]
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    path = args[0] if args else "reports/bench.json"
+    with open(path, encoding="utf-8") as handle:
+        print(render(json.load(handle)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
