@@ -423,7 +423,7 @@ def _rss_probe_child(which: str, seed: int) -> None:
     result = fn()
     peak = _status_kib("VmHWM")
     first = result[0] if isinstance(result, tuple) else result
-    out_bytes = first.numel() * first.element_size()
+    out_bytes = int(first.nbytes)
     print(json.dumps({"rss_before_kib": before, "hwm_kib": peak,
                       "added_bytes": (peak - before) * 1024, "output_bytes": out_bytes,
                       "added_over_output": (peak - before) * 1024 / out_bytes}))
