@@ -265,6 +265,8 @@ def run_case(batch: int, tp: int, cp: int, bucket: int | None, payload: str,
     case["ratios"] = {
         "verl_over_impl_one": ratio(pack.get("verl_one"), pack["impl_one"]),
         "verl_over_impl_all": ratio(pack.get("verl_all"), pack["impl_all"]),
+        "verl_over_impl_nested_one": ratio(pack.get("verl_one"), pack.get("impl_nested_one")),
+        "impl_nested_over_floor_one": ratio(pack.get("impl_nested_one"), pack["floor_one"]),
         "impl_over_floor_one": ratio(pack["impl_one"], pack["floor_one"]),
         "impl_over_floor_all": ratio(pack["impl_all"], pack["floor_all"]),
         "reference_over_impl_all": ratio(pack.get("reference_all"), pack["impl_all"]),
@@ -509,6 +511,10 @@ def _x(value: float | None) -> str:
     return "-" if value is None else f"{value:.3g}"
 
 
+def _met(value: bool | None) -> str:
+    return "not measured" if value is None else ("met" if value else "NOT met")
+
+
 def format_table(cases: list[dict[str, Any]]) -> str:
     head = (f"{'B':>5} {'tp':>2} {'cp':>2} {'bkt':>4} {'data':>5} {'rows/rk':>8} | "
             f"{'impl1':>7} {'implA':>7} {'refA':>7} {'verl1':>7} {'verlA':>7} {'flr1':>7} | "
@@ -530,18 +536,28 @@ def format_table(cases: list[dict[str, Any]]) -> str:
 
 
 def goals(cases: list[dict[str, Any]]) -> dict[str, Any]:
-    """Issue goals at B = 256, cp = 4: verl/impl >= 100 and impl/floor <= 5 (rank 0 calls)."""
+    """Issue goals at B = 256, cp = 4: verl/impl >= 100 and impl/floor <= 5 (rank 0 calls).
+
+    Judged on impl's list input (the API's main form) and, separately, on the jagged nested
+    input that verl itself takes.
+    """
     sel = [c for c in cases if c["B"] == 256 and c["cp"] == 4]
-    speed = [c["ratios"]["verl_over_impl_one"] for c in sel
-             if c["ratios"]["verl_over_impl_one"] is not None]
-    floor = [c["ratios"]["impl_over_floor_one"] for c in sel]
-    return {
-        "cases": len(sel),
-        "verl_over_impl_min": min(speed) if speed else None,
-        "verl_speedup_met": bool(speed) and min(speed) >= GOAL_VERL_SPEEDUP,
-        "impl_over_floor_max": max(floor) if floor else None,
-        "floor_met": bool(floor) and max(floor) <= GOAL_FLOOR_RATIO,
-    }
+    out: dict[str, Any] = {"cases": len(sel)}
+    for form, speed_key, floor_key in (
+        ("list of tensors", "verl_over_impl_one", "impl_over_floor_one"),
+        ("jagged nested tensor", "verl_over_impl_nested_one", "impl_nested_over_floor_one"),
+    ):
+        speed = [c["ratios"][speed_key] for c in sel if c["ratios"].get(speed_key) is not None]
+        floor = [c["ratios"][floor_key] for c in sel if c["ratios"].get(floor_key) is not None]
+        out[form] = {
+            "verl_over_impl_min": min(speed) if speed else None,
+            "verl_over_impl_median": statistics.median(speed) if speed else None,
+            "verl_speedup_met": min(speed) >= GOAL_VERL_SPEEDUP if speed else None,
+            "impl_over_floor_max": max(floor) if floor else None,
+            "impl_over_floor_median": statistics.median(floor) if floor else None,
+            "floor_met": max(floor) <= GOAL_FLOOR_RATIO if floor else None,
+        }
+    return out
 
 
 # --------------------------------------------------------------------------- main
@@ -625,11 +641,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     print(format_table(cases))
     report["goals"] = goals(cases)
-    g = report["goals"]
-    print(f"\ngoals at B=256, cp=4 (rank 0): verl/impl min {_x(g['verl_over_impl_min'])} "
-          f"(goal >= {GOAL_VERL_SPEEDUP:g}: {'met' if g['verl_speedup_met'] else 'NOT met'}); "
-          f"impl/floor max {_x(g['impl_over_floor_max'])} (goal <= {GOAL_FLOOR_RATIO:g}: "
-          f"{'met' if g['floor_met'] else 'NOT met'})")
+    for form, g in ((k, v) for k, v in report["goals"].items() if isinstance(v, dict)):
+        print(f"goals at B=256, cp=4, rank 0, impl fed a {form}: verl/impl min "
+              f"{_x(g['verl_over_impl_min'])} median {_x(g['verl_over_impl_median'])} "
+              f"(goal >= {GOAL_VERL_SPEEDUP:g}: {_met(g['verl_speedup_met'])});"
+              f" impl/floor max {_x(g['impl_over_floor_max'])} median "
+              f"{_x(g['impl_over_floor_median'])} (goal <= {GOAL_FLOOR_RATIO:g}: "
+              f"{_met(g['floor_met'])})")
     bad = [c for c in cases if not all(v for v in c["checks"].values())]
     print(f"checks (impl round trip; rows equal to reference / verl): "
           f"{len(cases) - len(bad)}/{len(cases)} cases all true")
