@@ -82,6 +82,11 @@ def render(report: dict[str, Any]) -> str:
     for key in ("impl_pack", "impl_unpack", "verl_pack"):
         if key in oc["B=16"]:
             out.append(f"| {key} | {oc['B=16'][key]['total']} | {oc['B=1024'][key]['total']} |")
+    fc = oc.get("fixed_cost_s")
+    if fc:
+        out += ["", f"Fixed cost of one call (B = 16 sequences of 8 tokens, cp = 4; median ms): "
+                f"impl pack {_ms(fc['impl_pack'])}, impl unpack {_ms(fc['impl_unpack'])}, one "
+                f"index_select {_ms(fc['floor'])}."]
     mem = report["memory"]
     out += ["", "### Peak memory per call (B = 1024, cp = 4, bucket 512, [L, 8] float32)", "",
             "| call | torch peak MiB | output MiB | peak / output |", "|---|---|---|---|"]

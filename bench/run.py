@@ -316,6 +316,18 @@ def op_count_section(seed: int, verl: Verl | None) -> dict[str, Any]:
         out[f"B={batch}"] = {k: {"total": sum(v.values()), "ops": v} for k, v in entry.items()}
     for key in ("impl_pack", "impl_unpack"):
         out[f"{key}_equal"] = out["B=16"][key]["total"] == out["B=1024"][key]["total"]
+    # The fixed cost of one call: B = 16 sequences of 8 tokens, where data movement is nil.
+    tiny = [torch.arange(8, dtype=torch.int64) for _ in range(16)]
+    tiny_shards = [impl.pack_thd(tiny, config, r)[0] for r in range(4)]
+    tiny_plan = impl.plan_thd([8] * 16, config)
+    tiny_flat = torch.cat(tiny)
+    tiny_idx = torch.arange(tiny_plan.local_rows)
+    out["fixed_cost_s"] = {
+        "impl_pack": summary(time_calls(partial(impl.pack_thd, tiny, config, 0), 200)),
+        "impl_unpack": summary(time_calls(partial(impl.unpack_thd, tiny_shards, tiny_plan,
+                                                  config), 200)),
+        "floor": summary(time_calls(partial(torch.index_select, tiny_flat, 0, tiny_idx), 200)),
+    }
     return out
 
 
@@ -663,6 +675,9 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{oc['B=1024']['impl_unpack']['total']} (equal: {oc['impl_unpack_equal']})"
           + (f"; verl pack {oc['B=16']['verl_pack']['total']} / "
              f"{oc['B=1024']['verl_pack']['total']}" if verl is not None else ""))
+    fc = oc["fixed_cost_s"]
+    print(f"fixed cost per call (B=16, 8 tokens each, cp=4): impl pack {_ms(fc['impl_pack'])} ms, "
+          f"impl unpack {_ms(fc['impl_unpack'])} ms, one index_select {_ms(fc['floor'])} ms")
 
     report["memory"] = memory_section(args.seed, verl)
     print("\npeak memory per call, B=1024 cp=4 bucket 512 f32x8 (torch profiler, live torch "
