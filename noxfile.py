@@ -37,6 +37,8 @@ def conformance(session: nox.Session) -> None:
     if "verl" in args or "--target=verl" in args or session.env.get("THD_TARGET") == "verl":
         # verl's package pulls in a training stack; its util.py needs only torch + megatron-core.
         session.install("--no-deps", VERL)
+    if not any(a.startswith("--hypothesis-profile") for a in args):
+        args = ["--hypothesis-profile=ci", *args]
     session.run("pytest", "conformance", *args)
 
 

@@ -124,8 +124,35 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             text = report.longreprtext
             entry["counterexamples"] = _counterexamples(call, text)
             entry["message"] = _failure_message(call, text)
+            violated = _violated_rules(call)
+            if violated:
+                # Attribute the failure to the rules the failed check disproves; the test's
+                # other rules were not decided by this run.
+                entry["rules"] = sorted(violated)
+                entry["blocked_rules"] = sorted(set(rules) - violated)
         _RESULTS.append(entry)
     return report
+
+
+def _leaves(call: pytest.CallInfo[None]) -> list[BaseException]:
+    out: list[BaseException] = []
+    stack = [call.excinfo.value] if call.excinfo is not None else []
+    while stack:
+        exc = stack.pop(0)
+        inner = getattr(exc, "exceptions", None)
+        if inner:
+            stack.extend(inner)
+        else:
+            out.append(exc)
+    return out
+
+
+def _violated_rules(call: pytest.CallInfo[None]) -> set[str]:
+    """Rules named by harness.RuleViolation leaves; empty if any leaf is another error."""
+    leaves = _leaves(call)
+    if not leaves or not all(hasattr(e, "rules") for e in leaves):
+        return set()
+    return {rule for e in leaves for rule in e.rules}  # type: ignore[attr-defined]
 
 
 def _counterexamples(call: pytest.CallInfo[None], text: str) -> list[str]:
@@ -160,10 +187,14 @@ def _fold() -> dict[str, dict[str, Any]]:
         for rule, text in rules.items()
     }
     for entry in _RESULTS:
+        for rule in entry.get("blocked_rules", []):
+            row = matrix.get(rule)
+            if row is not None:
+                row["tests"].setdefault(entry["test"], "blocked")
         for rule in entry["rules"]:
             row = matrix.setdefault(rule, {"text": "(not in spec)", "status": "untested",
                                            "tests": {}, "failures": [], "skips": []})
-            row["tests"][entry["test"]] = entry["status"]
+            row["tests"][entry["test"]] = entry["status"]  # overrides "blocked"
             if entry["status"] == "fail":
                 row["failures"].append({k: entry[k] for k in ("test", "message",
                                                                "counterexamples")})
@@ -171,7 +202,9 @@ def _fold() -> dict[str, dict[str, Any]]:
                 row["skips"].append({"test": entry["test"], "reason": entry.get("reason", "")})
     for row in matrix.values():
         statuses = set(row["tests"].values())
+        # blocked: only cited by tests that failed on another rule first, so not decided.
         row["status"] = ("fail" if "fail" in statuses else "pass" if "pass" in statuses
+                         else "blocked" if "blocked" in statuses
                          else "skip" if statuses else "untested")
     return matrix
 
@@ -191,7 +224,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     matrix = _fold()
     name = harness.target_spec()
     counts = {s: sum(1 for r in matrix.values() if r["status"] == s)
-              for s in ("pass", "fail", "skip", "untested")}
+              for s in ("pass", "fail", "blocked", "skip", "untested")}
     payload = {
         "target": name,
         "description": harness.target().description,

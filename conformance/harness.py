@@ -100,6 +100,15 @@ def run_target(case: PackCase, seqs: list[np.ndarray]) -> list[RankResult]:
 # Comparisons with readable first-mismatch messages
 
 
+class RuleViolation(AssertionError):
+    """A failed check that knows which rules it disproves. The report attributes the failure to
+    these rules instead of every rule the test cites (a wrong total is not a wrong row)."""
+
+    def __init__(self, message: str, rules: set[str]) -> None:
+        super().__init__(f"{message} [{', '.join(sorted(rules))}]")
+        self.rules = frozenset(rules)
+
+
 def _value(a: np.ndarray) -> str:
     return np.array2string(np.asarray(a), threshold=8)
 
@@ -149,19 +158,22 @@ def check_rows(case: PackCase, got: list[RankResult], want: list[RankResult]) ->
     """R-ROW-*, R-ROLL-*: specified rows equal the reference (real rows bit for bit)."""
     cfg = ref_config(case.config)
     for rank, (g, w) in enumerate(zip(got, want, strict=True)):
-        assert g.rows.dtype == w.rows.dtype, f"rank {rank}: rows dtype {g.rows.dtype}, " \
-            f"spec {w.rows.dtype} (R-ROW-1)"
-        assert g.rows.shape == w.rows.shape, f"rank {rank}: rows shape {g.rows.shape}, " \
-            f"spec {w.rows.shape} (R-ROW-1)"
+        if g.rows.dtype != w.rows.dtype or g.rows.shape != w.rows.shape:
+            raise RuleViolation(f"rank {rank}: rows {g.rows.dtype}{list(g.rows.shape)}, spec "
+                                f"{w.rows.dtype}{list(w.rows.shape)}", {"R-ROW-1"})
         rows_spec, _ = reference.specified_slots(w.meta, cfg, rank, case.need_roll)
         rmap = reference.row_map(w.meta, cfg, rank)
         real = np.fromiter((src.real for src in rmap), dtype=bool, count=len(rmap))
         bad = np.flatnonzero(np.asarray(rows_spec) & ~_rows_equal(g.rows, w.rows, real))
         if bad.size:
             k = int(bad[0])
-            raise AssertionError(
+            if case.need_roll:
+                rules = {"R-ROLL-1" if real[k] else "R-ROLL-3"}
+            else:
+                rules = {"R-ROW-1" if real[k] else "R-ROW-2"}
+            raise RuleViolation(
                 f"{describe_row(w.meta, case.config, rank, k)}: target {_value(g.rows[k])}, "
-                f"spec {_value(w.rows[k])} ({bad.size} rows differ on this rank)"
+                f"spec {_value(w.rows[k])} ({bad.size} rows differ on this rank)", rules
             )
 
 
@@ -169,16 +181,17 @@ def check_positions(case: PackCase, got: list[RankResult], want: list[RankResult
     """R-POS-*, R-ROLL-1: specified position ids equal the reference."""
     cfg = ref_config(case.config)
     for rank, (g, w) in enumerate(zip(got, want, strict=True)):
-        assert g.pos.dtype == np.int64, f"rank {rank}: position_ids dtype {g.pos.dtype} (R-POS-1)"
-        assert g.pos.shape == w.pos.shape, f"rank {rank}: position_ids shape {g.pos.shape}, " \
-            f"spec {w.pos.shape} (R-POS-1)"
+        if g.pos.dtype != np.int64 or g.pos.shape != w.pos.shape:
+            raise RuleViolation(f"rank {rank}: position_ids {g.pos.dtype}{list(g.pos.shape)}, "
+                                f"spec int64{list(w.pos.shape)}", {"R-POS-1"})
         _, pos_spec = reference.specified_slots(w.meta, cfg, rank, case.need_roll)
         bad = np.flatnonzero(np.asarray(pos_spec) & (g.pos != w.pos))
         if bad.size:
             k = int(bad[0])
-            raise AssertionError(
+            raise RuleViolation(
                 f"{describe_row(w.meta, case.config, rank, k)}: target position id "
-                f"{int(g.pos[k])}, spec {int(w.pos[k])} ({bad.size} ids differ on this rank)"
+                f"{int(g.pos[k])}, spec {int(w.pos[k])} ({bad.size} ids differ on this rank)",
+                {"R-ROLL-1" if case.need_roll else "R-POS-2"},
             )
 
 
@@ -208,10 +221,21 @@ def meta_mismatches(meta: dict[str, Any], plan: Any) -> list[str]:
     return problems
 
 
+META_RULES = {"seqlens": "R-META-1", "seqlens_padded": "R-META-1", "cu_seqlens": "R-META-2",
+              "cu_seqlens_padded": "R-META-3", "max_seqlen": "R-META-4", "total": "R-META-5",
+              "local_rows": "R-META-5"}
+
+
 def check_meta(got: list[RankResult], want: list[RankResult]) -> None:
+    """R-META-*: the plan on every rank; a wrong total also disproves R-TOTAL-4."""
     for rank, (g, w) in enumerate(zip(got, want, strict=True)):
         problems = meta_mismatches(g.meta, w.meta)
-        assert not problems, f"rank {rank}: " + "; ".join(problems)
+        if problems:
+            rules = {rule for key, rule in META_RULES.items()
+                     if any(p.startswith(key + " ") for p in problems)}
+            if any(p.startswith("total ") for p in problems):
+                rules.add("R-TOTAL-4")
+            raise RuleViolation(f"rank {rank}: " + "; ".join(problems), rules or {"R-META-1"})
 
 
 def snapshot(seqs: Any) -> list[bytes] | None:
@@ -231,15 +255,25 @@ def outcome(fn: Any) -> BaseException | None:
 
 
 def check_same_rejection(want: BaseException | None, got: BaseException | None,
-                         what: str) -> None:
+                         what: str, rules: set[str] | None = None,
+                         names: tuple[str, ...] = ()) -> None:
     """R-ERR-*: the target raises the reference's error class (a subclass is fine), or accepts
-    what the reference accepts."""
+    what the reference accepts. With `rules`, a failure names exactly those rules."""
+    def fail(message: str) -> None:
+        if rules:
+            raise RuleViolation(message, rules)
+        raise AssertionError(message)
+
     if want is None:
-        assert got is None, f"{what}: the spec accepts this, the target raised {got!r}"
+        if got is not None:
+            fail(f"{what}: the spec accepts this, the target raised {got!r}")
         return
-    assert got is not None, f"{what}: the spec raises {type(want).__name__} ({want}), " \
-        "the target accepted it"
-    assert isinstance(got, type(want)), (
-        f"{what}: the spec raises {type(want).__name__} ({want}), the target raised "
-        f"{type(got).__name__} ({got})"
-    )
+    if got is None:
+        fail(f"{what}: the spec raises {type(want).__name__} ({want}), the target accepted it")
+    elif not isinstance(got, type(want)):
+        fail(f"{what}: the spec raises {type(want).__name__} ({want}), the target raised "
+             f"{type(got).__name__} ({got})")
+    elif (names and any(name in str(want) for name in names)
+          and not any(name in str(got) for name in names)):
+        # Spec section 11: the message names the field (and the offending value).
+        fail(f"{what}: the message {str(got)!r} does not name the field {names[0]!r}")

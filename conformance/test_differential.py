@@ -14,6 +14,10 @@ from .strategies import Batch, PackCase, batches, configs, pack_cases, zero_leng
 
 CAPS = h.caps()
 CONTIG = "contiguous" in CAPS
+# Sharding, labels and empty sequences are tested without the total-level stages (bucket,
+# min_local_rows), so that a bug there does not hide one here; test_pack_matches_reference
+# combines everything.
+NO_TOTAL_STAGES = {"bucket": st.none(), "min_local_rows": st.none()}
 # Metadata tests need no data: one int64 column keeps them cheap.
 META_BATCH = batches(dtypes=("int64",), trails=((),))
 
@@ -48,8 +52,8 @@ def test_plan_fp8_matches_reference(case: PackCase) -> None:
 
 @pytest.mark.rules("R-TOTAL-2", "R-TOTAL-4", "R-TOTAL-5", "R-META-5")
 @h.prop_settings()
-@example(PackCase(config={"tp_size": 2, "cp_size": 1, "bucket": 3}, batch=Batch((1,))))
-@example(PackCase(config={"cp_size": 2, "bucket": 2}, batch=Batch((1,))))
+@example(PackCase(config={"tp_size": 2, "cp_size": 1, "bucket": 3}, batch=Batch((1,))))  # E-1
+@example(PackCase(config={"cp_size": 2, "bucket": 6}, batch=Batch((3,))))  # erratum E-1
 @given(_meta_case(configs(contiguous_cp=CONTIG, fp8=st.just(False), min_local_rows=st.none(),
                           bucket=st.integers(1, 1100))))
 def test_plan_bucket_matches_reference(case: PackCase) -> None:
@@ -60,7 +64,8 @@ def test_plan_bucket_matches_reference(case: PackCase) -> None:
 
 @pytest.mark.rules("R-TOTAL-3", "R-TOTAL-4", "R-TOTAL-5", "R-META-5")
 @h.prop_settings()
-@example(PackCase(config={"cp_size": 2, "min_local_rows": 3}, batch=Batch((1,))))
+@example(PackCase(config={"cp_size": 2, "min_local_rows": 3}, batch=Batch((1,))))  # E-2
+@example(PackCase(config={"fp8": True, "min_local_rows": 200}, batch=Batch((1,))))  # E-2
 @given(_meta_case(configs(contiguous_cp=CONTIG, fp8=st.just(False), bucket=st.none(),
                           min_local_rows=st.integers(1, 300))))
 def test_plan_min_local_rows_matches_reference(case: PackCase) -> None:
@@ -116,7 +121,8 @@ def test_pack_matches_reference(case: PackCase) -> None:
 
 @pytest.mark.rules("R-SHARD-1", "R-ROW-1", "R-POS-2")
 @h.prop_settings(0.5)
-@given(pack_cases(caps=CAPS, config=configs(cp=st.just(1))))
+@given(pack_cases(caps=CAPS, need_roll=False,
+                  config=configs(cp=st.just(1), **NO_TOTAL_STAGES)))
 def test_single_rank_matches_reference(case: PackCase) -> None:
     """cp_size 1: the whole padded buffer in order, for either layout."""
     _check_pack(case)
@@ -124,7 +130,8 @@ def test_single_rank_matches_reference(case: PackCase) -> None:
 
 @pytest.mark.rules("R-SHARD-2", "R-ROW-1", "R-POS-2")
 @h.prop_settings()
-@given(pack_cases(caps=CAPS, config=configs(cp=st.integers(2, 8), contiguous_cp=False)))
+@given(pack_cases(caps=CAPS, need_roll=False,
+                  config=configs(cp=st.integers(2, 8), contiguous_cp=False, **NO_TOTAL_STAGES)))
 def test_zigzag_matches_reference(case: PackCase) -> None:
     """Zigzag: chunk r and chunk 2cp-1-r of every sequence, in sequence order."""
     _check_pack(case)
@@ -136,29 +143,35 @@ def test_zigzag_matches_reference(case: PackCase) -> None:
 def test_contiguous_matches_reference(data: st.DataObject) -> None:
     """Contiguous: rank r holds global rows [r * local_rows, (r+1) * local_rows)."""
     h.require("contiguous")
-    cfg = configs(cp=st.integers(2, 8)).map(lambda c: {**c, "cp_layout": "contiguous"})
-    _check_pack(data.draw(pack_cases(caps=CAPS, config=cfg), label="case"))
+    cfg = configs(cp=st.integers(2, 8), **NO_TOTAL_STAGES).map(
+        lambda c: {**c, "cp_layout": "contiguous"})
+    _check_pack(data.draw(pack_cases(caps=CAPS, need_roll=False, config=cfg), label="case"))
 
 
 @pytest.mark.rules("R-ROLL-1", "R-ROLL-2", "R-ROLL-3")
 @h.prop_settings()
+@example(PackCase(config={"cp_size": 2}, batch=Batch((4,)), need_roll=True))  # erratum E-5
+@example(PackCase(config={"cp_size": 2}, batch=Batch((3,)), need_roll=True))  # E-4
+@example(PackCase(config={"tp_size": 2}, batch=Batch((1, 2)), need_roll=True))  # E-4
 @example(PackCase(config={"cp_size": 2}, batch=Batch((4, 3)), need_roll=True))
-@example(PackCase(config={"cp_size": 1}, batch=Batch((2, 3)), need_roll=True))
-@given(pack_cases(caps=CAPS, need_roll=True))
+@given(pack_cases(caps=CAPS, need_roll=True, config=configs(contiguous_cp=CONTIG,
+                                                            **NO_TOTAL_STAGES)))
 def test_need_roll_matches_reference(case: PackCase) -> None:
     """Next-token labels: x_i[j+1] at offset j with position id j+1; padding keeps pad_value
     (errata E-4, E-5)."""
     _check_pack(case)
 
 
-@pytest.mark.rules("R-IN-2", "R-ROW-3", "R-ALIGN-3")
+@pytest.mark.rules("R-IN-2", "R-ROW-3")
 @h.prop_settings()
+@example(PackCase(config={"cp_size": 2}, batch=Batch((4, 0)), need_roll=True))  # erratum E-3
+@example(PackCase(config={"cp_size": 2}, batch=Batch((0,)), need_roll=True))  # E-3
 @example(PackCase(config={"cp_size": 2}, batch=Batch((4, 0, 2)), need_roll=True))
 @example(PackCase(config={"cp_size": 2}, batch=Batch((0,))))
 @example(PackCase(config={"cp_size": 1}, batch=Batch((0, 0))))
 @given(pack_cases(caps=CAPS, batch=zero_length_batches(),
                   config=configs(contiguous_cp=CONTIG, tp=st.integers(1, 3),
-                                 cp=st.integers(1, 4))))
+                                 cp=st.integers(1, 4), **NO_TOTAL_STAGES)))
 def test_zero_length_sequences_match_reference(case: PackCase) -> None:
     """Empty sequences anywhere never change another sequence's rows (erratum E-3)."""
     _check_pack(case)

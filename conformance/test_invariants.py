@@ -38,6 +38,8 @@ cases = st.tuples(lengths(max_batch=24, budget=1500), configs(contiguous_cp="con
 @h.prop_settings()
 @example(((4, 0, 2), {"tp_size": 1, "cp_size": 2, "cp_layout": "zigzag", "fp8": False,
                       "bucket": None, "min_local_rows": None}))
+@example(((3,), {"tp_size": 1, "cp_size": 2, "cp_layout": "zigzag", "fp8": False,
+                 "bucket": 6, "min_local_rows": None}))  # erratum E-1: a token is lost
 @given(cases)
 def test_every_token_exactly_once(case: tuple[tuple[int, ...], dict[str, Any]]) -> None:
     """Over all ranks: each real token once, with its own offset as position id; everything
@@ -52,18 +54,27 @@ def test_every_token_exactly_once(case: tuple[tuple[int, ...], dict[str, Any]]) 
     codes = rows[real]
     expected = np.concatenate(_encoded(lens))
     uniq, counts = np.unique(codes, return_counts=True)
+    def names(values: np.ndarray) -> list[tuple[int, int]]:
+        return [(int(c - 1) >> 32, int(c - 1) & 0xFFFFFFFF) for c in values[:5]]
+
     dup = uniq[counts > 1]
-    assert dup.size == 0, f"tokens held twice: {[(int(c - 1) >> 32, int(c - 1) & 0xFFFFFFFF) for c in dup[:5]]}"  # noqa: E501
+    if dup.size:
+        raise h.RuleViolation(f"tokens held twice (sequence, offset): {names(dup)}",
+                              {"R-SHARD-4"})
     missing = np.setdiff1d(expected, uniq)
-    assert missing.size == 0, f"tokens lost (sequence, offset): {[(int(c - 1) >> 32, int(c - 1) & 0xFFFFFFFF) for c in missing[:5]]}"  # noqa: E501
+    if missing.size:
+        raise h.RuleViolation(f"tokens lost (sequence, offset): {names(missing)}", {"R-SHARD-4"})
     extra = np.setdiff1d(uniq, expected)
-    assert extra.size == 0, f"rows that are neither a token nor pad_value: {extra[:5].tolist()}"
-    assert rows.shape[0] - codes.size == total - sum(lens), "wrong number of padding rows"
+    if extra.size:
+        raise h.RuleViolation(f"rows that are neither a token nor pad_value: {extra[:5]}",
+                              {"R-ROW-1", "R-ROW-2"})
+    if rows.shape[0] - codes.size != total - sum(lens):
+        raise h.RuleViolation("wrong number of padding rows", {"R-SHARD-4"})
     offsets = (codes - 1) & 0xFFFFFFFF
     wrong = np.flatnonzero(pos[real] != offsets)
-    assert wrong.size == 0, (
-        f"position id {int(pos[real][wrong[0]])} on the token at offset {int(offsets[wrong[0]])}"
-    )
+    if wrong.size:
+        raise h.RuleViolation(f"position id {int(pos[real][wrong[0]])} on the token at offset "
+                              f"{int(offsets[wrong[0]])}", {"R-POS-2"})
 
 
 def _modulus(config: dict[str, Any]) -> tuple[int, int, int]:
@@ -98,17 +109,29 @@ def test_alignment_and_smallest_total(case: tuple[tuple[int, ...], dict[str, Any
     padded = np.asarray(meta["seqlens_padded"], dtype=np.int64)
     cu = np.asarray(meta["cu_seqlens_padded"], dtype=np.int64)
     total, local = int(meta["total"]), int(meta["local_rows"])
+    def check(ok: bool, message: str, *rules: str) -> None:
+        if not ok:
+            raise h.RuleViolation(message, set(rules))
+
+    last = len(lens) - 1
     for i, (n, p) in enumerate(zip(lens, padded, strict=True)):
-        assert p % a == 0, f"P_{i} = {p} is not a multiple of A = {a}"
-        assert p >= n, f"P_{i} = {p} < L_{i} = {n}"
-        if i < len(lens) - 1:
-            assert p == -(-n // a) * a, f"P_{i} = {p}, ceil_to(L_{i}, A) = {-(-n // a) * a}"
-    assert cu[0] == 0 and np.array_equal(np.diff(cu), padded) and cu[-1] == total
+        rule = "R-TOTAL-5" if i == last else "R-ALIGN-3"
+        check(p % a == 0, f"P_{i} = {p} is not a multiple of A = {a}", rule)
+        check(p >= n, f"P_{i} = {p} < L_{i} = {n}", rule)
+        if i < last:
+            check(p == -(-n // a) * a, f"P_{i} = {p}, ceil_to(L_{i}, A) = {-(-n // a) * a}",
+                  "R-ALIGN-3", "R-TOTAL-5")
+    check(bool(cu[0] == 0 and np.array_equal(np.diff(cu), padded) and cu[-1] == total),
+          f"cu_seqlens_padded {cu.tolist()} does not add up P = {padded.tolist()}, total "
+          f"{total}", "R-META-3")
     s = sum(-(-n // a) * a for n in lens)
     mlr = config["min_local_rows"]
     bound = max(s, config["cp_size"] * mlr) if mlr is not None else s
-    assert total % m == 0, f"total {total} is not a multiple of M = {m}"
-    assert total >= bound, f"total {total} < N = {bound}"
-    assert total - m < bound, f"total {total} is not the smallest: {total - m} also fits"
-    assert local * config["cp_size"] == total, f"local_rows {local} * cp != total {total}"
-    assert local % config["tp_size"] == 0, f"local_rows {local} not divisible by tp"
+    check(total % m == 0, f"total {total} is not a multiple of M = {m}", "R-TOTAL-4")
+    check(total >= bound, f"total {total} < N = {bound}", "R-TOTAL-3")
+    check(total - m < bound, f"total {total} is not the smallest: {total - m} also fits",
+          "R-TOTAL-4")
+    check(local * config["cp_size"] == total, f"local_rows {local} * cp != total {total}",
+          "R-META-5")
+    check(local % config["tp_size"] == 0, f"local_rows {local} not divisible by tp",
+          "R-META-5")

@@ -7,6 +7,7 @@ import inspect
 import numpy as np
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
 import reference
 
@@ -22,20 +23,25 @@ def _has_cp_partition_mode() -> bool:
 
 @pytest.mark.rules("R-MEG-1")
 @h.prop_settings(0.5)
-@given(pack_cases(caps=h.caps(), config=configs(contiguous_cp=_has_cp_partition_mode()),
+@given(pack_cases(caps=h.caps(), config=configs(contiguous_cp=_has_cp_partition_mode(),
+                                                bucket=st.none(), min_local_rows=st.none()),
                   batch=batches(max_batch=12, budget=400)))
 def test_preprocess_fields(case: PackCase) -> None:
     """rows[None], position_ids[None], qkv_format 'thd', every cu_seqlens field equal to
     cu_seqlens_padded, max_seqlen_q = max_seqlen_kv = max_seqlen."""
     h.require("megatron")
     seqs = case.batch.arrays()
+    case = PackCase(config=case.config, batch=case.batch, need_roll=case.need_roll)  # pad 0
     want = h.run_reference(case, seqs)
+    results: list[h.RankResult] = []
     for rank in range(case.cp_size):
         rows, params, pos = h.target().megatron_preprocess(seqs, dict(case.config), rank,
                                                            need_roll=case.need_roll)
         plan = want[rank].meta
-        assert rows.shape == (1, *want[rank].rows.shape), f"rows shape {rows.shape}"
-        assert pos.shape == (1, plan.local_rows), f"position_ids shape {pos.shape}"
+        assert rows.shape == (1, *want[rank].rows.shape), (
+            f"rank {rank}: rows shape {rows.shape}, spec {(1, *want[rank].rows.shape)}")
+        assert pos.shape == (1, plan.local_rows), (
+            f"rank {rank}: position_ids shape {pos.shape}, spec {(1, plan.local_rows)}")
         assert params["qkv_format"] == "thd"
         for key in ("cu_seqlens_q", "cu_seqlens_kv", "cu_seqlens_q_padded",
                     "cu_seqlens_kv_padded"):
@@ -47,6 +53,35 @@ def test_preprocess_fields(case: PackCase) -> None:
             assert params[key] == plan.max_seqlen and type(params[key]) is int, (
                 f"{key} = {params[key]!r}, spec {plan.max_seqlen}"
             )
+        results.append(h.RankResult(rows[0], pos[0], None))
+    # The adapter packs like pack_thd with pad_value 0 (verl pads with zeros).
+    h.check_rows(case, results, want)
+    h.check_positions(case, results, want)
+
+
+@pytest.mark.rules("R-MEG-3", "R-UNPACK-1")
+@h.prop_settings(0.5)
+@given(pack_cases(caps=frozenset(), need_roll=False,
+                  config=configs(cp=st.just(1), bucket=st.none(), min_local_rows=st.none()),
+                  batch=batches(max_batch=12, budget=400, dtypes=("float32", "int64"))))
+def test_postprocess_single_rank(case: PackCase) -> None:
+    """postprocess_thd_engine with cp_size 1 (no collective): the sequences back, and the
+    gradient of their sum is 1 on real rows and 0 on padding."""
+    h.require("distributed")
+    seqs = case.batch.arrays()
+    rows, _, meta = h.target().pack(seqs, dict(case.config), 0)
+    outs, grad = h.target().distributed_unpack(rows, meta, dict(case.config), 0, None)
+    assert len(outs) == len(seqs)
+    for i, (g, w) in enumerate(zip(outs, seqs, strict=True)):
+        assert h.same_bits(np.asarray(g), w), f"sequence {i}: {np.asarray(g)!r}, spec {w!r}"
+    if grad is not None:
+        cfg = h.ref_config(case.config)
+        plan = reference.plan_thd(list(case.batch.lengths), cfg)
+        real = np.array([src.real for src in reference.row_map(plan, cfg, 0)], dtype=bool)
+        flat = np.asarray(grad).reshape(len(real), int(np.prod(np.shape(grad)[1:])))
+        expected = np.broadcast_to(real[:, None], flat.shape).astype(flat.dtype)
+        assert np.array_equal(flat, expected), \
+            "gradient on the local rows is not 1 on real rows and 0 on padding"
 
 
 @pytest.mark.rules("R-MEG-2")

@@ -38,7 +38,7 @@ def _batch(dtype: str = "int64") -> list[np.ndarray]:
 
 
 def _compare_pack(seqs: Any, config: dict[str, Any], cp_rank: Any = 0, need_roll: Any = False,
-                  pad_value: Any = 0) -> None:
+                  pad_value: Any = 0, rules: Any = None, field: str | None = None) -> None:
     """Same outcome class as the reference; inputs unchanged; same rows where both accept."""
     what = f"pack(config={config}, cp_rank={cp_rank!r}, need_roll={need_roll!r}, " \
         f"pad_value={pad_value!r})"
@@ -53,8 +53,12 @@ def _compare_pack(seqs: Any, config: dict[str, Any], cp_rank: Any = 0, need_roll
     got_holder: list[Any] = []
     got = h.outcome(lambda: got_holder.append(
         h.target().pack(seqs, dict(config), cp_rank, need_roll=need_roll, pad_value=pad_value)))
-    assert h.snapshot(seqs) == before, f"{what}: the call changed its input arrays"
-    h.check_same_rejection(want, got, what)
+    if h.snapshot(seqs) != before:
+        raise h.RuleViolation(f"{what}: the call changed its input arrays", {"R-ERR-1"})
+    names = (field,) if field else ()
+    if field == "bucket":
+        names = ("bucket", "pad_to_length_bucket")
+    h.check_same_rejection(want, got, what, rules(want) if callable(rules) else rules, names)
     if want is None and got is None:
         rows, ref_rows = np.asarray(got_holder[0][0]), want_holder[0][0]
         assert h.same_value(rows, ref_rows), f"{what}: accepted, but rows differ from the spec"
@@ -66,7 +70,21 @@ def _compare_pack(seqs: Any, config: dict[str, Any], cp_rank: Any = 0, need_roll
 def test_reject_parallel_sizes(field: str, value: Any) -> None:
     """tp_size / cp_size: non-integers (bool, float, str) TypeError, < 1 ValueError."""
     h.require("parallel_state_checks")
-    _compare_pack(_batch(), {**BASE_CONFIG, field: value})
+    _compare_pack(_batch(), {**BASE_CONFIG, field: value}, rules=_by_class("R-ERR-2"),
+                  field=field)
+
+
+def _by_class(value_rule: str, type_rule: str = "R-ERR-1") -> Any:
+    """The rule a mismatch disproves, from the error class the spec expects."""
+    def pick(want: BaseException | None) -> set[str]:
+        if isinstance(want, TypeError):
+            return {type_rule}
+        return {value_rule}
+    return pick
+
+
+FIELD_RULES = {"bucket": ("R-ERR-3", "R-ERR-3"), "min_local_rows": ("R-ERR-2", "R-ERR-1"),
+               "cp_layout": ("R-ERR-4", "R-ERR-1"), "fp8": ("R-ERR-1", "R-ERR-1")}
 
 
 @pytest.mark.rules("R-IN-3", "R-ERR-1", "R-ERR-2", "R-ERR-3", "R-ERR-4")
@@ -81,7 +99,8 @@ def test_reject_config_flags(field_value: tuple[str, Any]) -> None:
     """User-facing config fields: bucket (bool/float/str TypeError, < 1 ValueError, erratum
     E-7), min_local_rows, cp_layout, fp8."""
     field, value = field_value
-    _compare_pack(_batch(), {**BASE_CONFIG, field: value})
+    _compare_pack(_batch(), {**BASE_CONFIG, field: value}, rules=_by_class(*FIELD_RULES[field]),
+                  field=field)
 
 
 @pytest.mark.rules("R-IN-4", "R-ERR-1", "R-ERR-5")
@@ -93,7 +112,8 @@ def test_reject_cp_rank(value: Any) -> None:
     cp = BASE_CONFIG["cp_size"]
     rank = {"neg": -1, "cp": cp, "cp+3": cp + 3}.get(value, value) if isinstance(value, str) \
         else value
-    _compare_pack(_batch(), BASE_CONFIG, cp_rank=rank)
+    _compare_pack(_batch(), BASE_CONFIG, cp_rank=rank, rules=_by_class("R-ERR-5"),
+                  field="cp_rank")
 
 
 @pytest.mark.rules("R-IN-4", "R-ERR-1")
@@ -101,7 +121,7 @@ def test_reject_cp_rank(value: Any) -> None:
 @given(bad_flags)
 def test_reject_need_roll(value: Any) -> None:
     """need_roll must be a real bool."""
-    _compare_pack(_batch(), BASE_CONFIG, need_roll=value)
+    _compare_pack(_batch(), BASE_CONFIG, need_roll=value, rules={"R-ERR-1"}, field="need_roll")
 
 
 @pytest.mark.rules("R-IN-4", "R-IN-5", "R-ERR-1", "R-ERR-10")
@@ -112,7 +132,8 @@ def test_reject_pad_value(dtype_value: tuple[str, Any]) -> None:
     """pad_value: not a bool/int/float TypeError; not representable in the dtype ValueError."""
     h.require("pad_value")
     dtype, value = dtype_value
-    _compare_pack(_batch(dtype), BASE_CONFIG, pad_value=value)
+    _compare_pack(_batch(dtype), BASE_CONFIG, pad_value=value, rules=_by_class("R-ERR-10"),
+                  field="pad_value")
 
 
 def _bad_batch(kind: str) -> Any:
@@ -166,7 +187,8 @@ def test_reject_lengths(good: list[int], bad: Any, where: int) -> None:
 def test_reject_total_above_int32(config: dict[str, Any]) -> None:
     """A total above INT32_MAX is rejected with ValueError before any allocation (erratum E-8:
     int32 metadata would wrap)."""
-    _compare_pack([np.arange(3, dtype=np.int8)], {**BASE_CONFIG, "cp_size": 1, **config})
+    _compare_pack([np.arange(3, dtype=np.int8)], {**BASE_CONFIG, "cp_size": 1, **config},
+                  rules={"R-ERR-8", "R-TOTAL-6"})
 
 
 def _bad_unpack(kind: str) -> tuple[list[np.ndarray], dict[str, Any], dict[str, Any]]:
@@ -196,7 +218,7 @@ def _bad_unpack(kind: str) -> tuple[list[np.ndarray], dict[str, Any], dict[str, 
 @given(bad_unpacks)
 def test_reject_unpack(kind: str) -> None:
     """unpack: wrong shard count, row count, trailing shape, dtype, or an inconsistent plan."""
-    h.require("unpack")
+    h.require("unpack", "unpack_checks")
     shards, meta, config = _bad_unpack(kind)
     ref_plan = reference.Plan(**{k: (np.asarray(v, np.int32) if k in h.META_ARRAYS else v)
                                  for k, v in meta.items()})

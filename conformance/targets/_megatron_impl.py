@@ -56,8 +56,9 @@ def preprocess(seqs: list[np.ndarray], config: Config, cp_rank: int, *,
         [torch.from_numpy(np.ascontiguousarray(s)) for s in seqs], layout=torch.jagged
     )
     with fake_parallel_state(cfg["tp_size"], cfg["cp_size"], cp_rank):
+        # Defaults left to the function (pre_process=True) as verl's callers do.
         rows, params, pos = megatron.preprocess_thd_engine(
-            nested, pre_process=True, need_roll=need_roll, use_fp8_padding=cfg["fp8"],
+            nested, need_roll=need_roll, use_fp8_padding=cfg["fp8"],
             min_local_rows=cfg["min_local_rows"], pad_to_length_bucket=cfg["bucket"],
             cp_layout=cfg["cp_layout"],
         )
@@ -87,7 +88,9 @@ def distributed_unpack(rows: np.ndarray, meta: Meta, config: Config, cp_rank: in
                                               cp_layout=cfg["cp_layout"])
     parts = list(out.unbind())
     grad = None
-    if grad_ok:
+    if grad_ok and local.numel() == 0:
+        grad = np.zeros(rows.shape, dtype=rows.dtype)  # nothing to differentiate
+    elif grad_ok:
         torch.stack([p.sum() for p in parts]).sum().backward()
         assert local.grad is not None
         grad = local.grad[0].numpy()

@@ -43,7 +43,7 @@ class ImplTarget:
     description = "impl/ (vectorized torch) and impl/megatron.py"
     capabilities = frozenset(
         {"pad_value", "plan", "engine", "contiguous", "unpack", "megatron", "distributed",
-         "parallel_state_checks", "batch_checks"}
+         "parallel_state_checks", "batch_checks", "unpack_checks"}
     )
 
     def pack(

@@ -34,6 +34,8 @@ CAPABILITIES: dict[str, str] = {
     "distributed": "distributed_unpack(...) gathers through a real process group (R-MEG-3)",
     "parallel_state_checks": "tp_size, cp_size and cp_rank are validated by the target "
     "(R-ERR-1, R-ERR-2, R-ERR-5); absent where they come from Megatron's parallel state",
+    "unpack_checks": "unpack validates the shard list (R-ERR-11); absent where the shards "
+    "arrive through a collective that enforces their shapes",
     "batch_checks": "the batch container, element types, dtypes and trailing shapes are "
     "validated by the target (R-ERR-1, R-ERR-7, R-ERR-9); absent where a nested tensor "
     "constructor enforces them",

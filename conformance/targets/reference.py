@@ -30,7 +30,7 @@ class ReferenceTarget:
     description = "reference/ (literal NumPy), self-check"
     capabilities = frozenset(
         {"pad_value", "plan", "engine", "contiguous", "unpack", "distributed",
-         "parallel_state_checks", "batch_checks"}
+         "parallel_state_checks", "batch_checks", "unpack_checks"}
     )
 
     def pack(
@@ -63,6 +63,8 @@ class ReferenceTarget:
         import torch
         import torch.distributed as dist
 
+        if group is None:  # cp_size 1: nothing to gather
+            return self.unpack([rows], meta, config), None
         local = torch.from_numpy(np.ascontiguousarray(rows))
         gathered = [torch.empty_like(local) for _ in range(dist.get_world_size(group))]
         dist.all_gather(gathered, local, group=group)

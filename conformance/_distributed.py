@@ -1,0 +1,52 @@
+"""One rank of the distributed check: `python -m conformance._distributed JOB RANK`.
+
+Joins a gloo process group on 127.0.0.1, packs its shard of every case with the target,
+unpacks through the target's `distributed_unpack` (a real all_gather), and pickles the results
+next to the job file. The group is always destroyed, also on error.
+"""
+
+from __future__ import annotations
+
+import datetime
+import pickle
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+
+def run(job_path: Path, rank: int) -> int:
+    job: dict[str, Any] = pickle.loads(job_path.read_bytes())
+    out_path = job_path.with_name(f"rank{rank}.pkl")
+    import torch.distributed as dist
+
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{job['port']}", rank=rank,
+        world_size=job["world"], timeout=datetime.timedelta(seconds=job["timeout"]),
+    )
+    current: Any = None
+    try:
+        from conformance.targets import load_target
+
+        target = load_target(job["target"])
+        results = []
+        for case in job["cases"]:
+            current = case
+            seqs = case.batch.arrays()
+            rows, _, meta = target.pack(seqs, dict(case.config), rank,
+                                        need_roll=case.need_roll, pad_value=case.pad_value)
+            outs, grad = target.distributed_unpack(rows, meta, dict(case.config), rank,
+                                                   dist.group.WORLD)
+            results.append({"outputs": outs, "grad": grad})
+        out_path.write_bytes(pickle.dumps({"results": results}))
+        return 0
+    except BaseException:
+        error = f"case {current!r}:\n{traceback.format_exc()}"
+        out_path.write_bytes(pickle.dumps({"error": error}))
+        return 1
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    sys.exit(run(Path(sys.argv[1]), int(sys.argv[2])))
