@@ -9,6 +9,7 @@ new row count is a new graph; a bucket caps how many there are.
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -58,16 +59,37 @@ def measure_compile(batches: Sequence[Sequence[int]], settings: PackSettings,
 
     ``compile_s`` sums the wall time of the calls that produced a new graph (tracing, compiling
     and one run); ``total_s`` is every call. A throwaway compile first warms the backend up, so
-    its one-time start-up cost is charged to neither variant.
+    its one-time start-up cost is charged to neither variant. Inductor's caches are disabled.
     """
     del arith  # the packed inputs always come from impl.pack_thd (torch tensors)
     import torch._dynamo as dynamo
+    import torch._inductor.config as inductor_config
 
-    for name in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit",
-                 "accumulated_cache_size_limit"):
-        if hasattr(dynamo.config, name):
+    # Every shape must compile (no fall-back to eager after the default recompile limit), and
+    # compiles must be real: inductor's on-disk caches would turn a repeated run (same seed,
+    # same shapes) into cache hits. Both settings are restored afterwards.
+    limits = [name for name in ("recompile_limit", "cache_size_limit",
+                                "accumulated_recompile_limit", "accumulated_cache_size_limit")
+              if hasattr(dynamo.config, name)]
+    saved = {name: getattr(dynamo.config, name) for name in limits}
+    saved_cache = inductor_config.force_disable_caches
+    try:
+        for name in limits:
             setattr(dynamo.config, name, 1 << 20)
-    inner = dynamo.lookup_backend(backend)
+        inductor_config.force_disable_caches = True
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="dynamo_pgo force disabled")
+            return _measure(batches, settings, buckets, dynamo.lookup_backend(backend))
+    finally:
+        for name, value in saved.items():
+            setattr(dynamo.config, name, value)
+        inductor_config.force_disable_caches = saved_cache
+
+
+def _measure(batches: Sequence[Sequence[int]], settings: PackSettings,
+             buckets: Sequence[int | None], inner: Any) -> list[dict[str, Any]]:
+    import torch._dynamo as dynamo
+
     graphs = [0]
 
     def counting(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> Any:
