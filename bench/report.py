@@ -87,6 +87,10 @@ def render(report: dict[str, Any]) -> str:
         out += ["", f"Fixed cost of one call (B = 16 sequences of 8 tokens, cp = 4; median ms): "
                 f"impl pack {_ms(fc['impl_pack'])}, impl unpack {_ms(fc['impl_unpack'])}, one "
                 f"index_select {_ms(fc['floor'])}."]
+    if "nested_index_s" in report:
+        costs = ", ".join(f"{k} {v * 1e6:.0f}" for k, v in report["nested_index_s"].items())
+        out += ["", "One `nested[i]` on a jagged nested tensor of 100-token sequences, as verl "
+                f"reads each sequence (us): {costs}."]
     mem = report["memory"]
     out += ["", "### Peak memory per call (B = 1024, cp = 4, bucket 512, [L, 8] float32)", "",
             "| call | torch peak MiB | output MiB | peak / output |", "|---|---|---|---|"]

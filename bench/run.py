@@ -331,6 +331,21 @@ def op_count_section(seed: int, verl: Verl | None) -> dict[str, Any]:
     return out
 
 
+def nested_index_cost() -> dict[str, Any]:
+    """Why verl's pack grows faster than B: one ``nested[i]`` on a jagged nested tensor (how
+    verl reads each sequence) costs time that grows with B. 100-token sequences, per-index us."""
+    out: dict[str, Any] = {}
+    for batch in (32, 256, 1024):
+        nested = torch.nested.nested_tensor(
+            [torch.zeros(100, dtype=torch.int64) for _ in range(batch)], layout=torch.jagged)
+        nested[0]
+        start = time.perf_counter()
+        for i in range(batch):
+            nested[i]
+        out[f"B={batch}"] = (time.perf_counter() - start) / batch
+    return out
+
+
 # --------------------------------------------------------------------------- memory
 
 
@@ -675,6 +690,9 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{oc['B=1024']['impl_unpack']['total']} (equal: {oc['impl_unpack_equal']})"
           + (f"; verl pack {oc['B=16']['verl_pack']['total']} / "
              f"{oc['B=1024']['verl_pack']['total']}" if verl is not None else ""))
+    report["nested_index_s"] = nested_index_cost()
+    print("one nested[i] on a jagged nested tensor (verl reads each sequence so): " + ", ".join(
+        f"{k} {v * 1e6:.0f} us" for k, v in report["nested_index_s"].items()))
     fc = oc["fixed_cost_s"]
     print(f"fixed cost per call (B=16, 8 tokens each, cp=4): impl pack {_ms(fc['impl_pack'])} ms, "
           f"impl unpack {_ms(fc['impl_unpack'])} ms, one index_select {_ms(fc['floor'])} ms")
