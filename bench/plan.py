@@ -170,16 +170,15 @@ def evaluate(batches: Sequence[Sequence[int]], settings: PackSettings,
         config = mod.PackConfig(bucket=bucket, **asdict(settings))
         return mod.plan_thd(list(lengths), config)
 
-    real = [sum(b) for b in batches]
-    base = [plan(b, None).total for b in batches]
-    real_tokens = sum(real)
+    base_plans = [plan(b, None) for b in batches]
+    base = [p.total for p in base_plans]
+    real_tokens = sum(sum(b) for b in batches)
     align_rows = sum(base) - real_tokens
     reports = []
     for bucket in _unique(buckets):
-        plans = [plan(b, bucket) for b in batches] if bucket is not None else None
-        totals = [p.total for p in plans] if plans is not None else base
-        local = [p.local_rows for p in plans] if plans is not None else \
-            [t // settings.cp_size for t in base]
+        plans = base_plans if bucket is None else [plan(b, bucket) for b in batches]
+        totals = [p.total for p in plans]
+        local = [p.local_rows for p in plans]
         bucket_rows = sum(totals) - sum(base)
         worst = max(range(len(batches)), key=lambda i: local[i])
         denom = max(real_tokens, 1)
