@@ -523,7 +523,24 @@ def machine() -> dict[str, Any]:
         verl_version: str | None = metadata.version("verl")
     except metadata.PackageNotFoundError:
         verl_version = None
-    return {"date_utc": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M"), "cpu": cpu,
+    root = Path(__file__).resolve().parent.parent
+    commits = {}
+    for key, args in (("head", ["HEAD"]), ("impl", ["HEAD", "--", "impl"])):
+        try:
+            commits[key] = subprocess.run(
+                ["git", "log", "-1", "--format=%h", *args], capture_output=True, text=True,
+                cwd=root).stdout.strip() or None
+        except OSError:
+            commits[key] = None
+    dirty = None
+    try:
+        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--", "impl", "bench"],
+                                    capture_output=True, text=True, cwd=root).stdout.strip())
+    except OSError:
+        pass
+    return {"commit": commits["head"], "impl_commit": commits["impl"],
+            "impl_or_bench_uncommitted_changes": dirty,
+            "date_utc": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M"), "cpu": cpu,
             "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
             "python": platform.python_version(), "torch": torch.__version__,
             "numpy": np.__version__, "verl": verl_version,
