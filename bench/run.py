@@ -490,18 +490,18 @@ def cuda_section(seed: int, verl: Verl | None) -> dict[str, Any]:
         idx = torch.arange(impl.plan_thd([s.shape[0] for s in seqs], config).local_rows,
                            device="cuda")
 
-        def cuda_timed(fn: Callable[[], Any]) -> dict[str, Any]:
+        def cuda_timed(fn: Callable[[], Any], repeats: int = 20) -> dict[str, Any]:
             def synced() -> None:
                 fn()
                 torch.cuda.synchronize()
-            return summary(time_calls(synced, 20, warmup=2))
+            return summary(time_calls(synced, repeats, warmup=1))
 
         entry = {"kernels_and_copies": len(kernels), "sync": sync,
                  "impl_one": cuda_timed(partial(impl.pack_thd, seqs, config, 0)),
                  "floor_one": cuda_timed(partial(torch.index_select, flat, 0, idx))}
         if verl is not None:
             nested = torch.nested.nested_tensor(seqs, layout=torch.jagged)
-            entry["verl_one"] = cuda_timed(verl.pack_fn(nested, 1, 4, 0, 512))
+            entry["verl_one"] = cuda_timed(verl.pack_fn(nested, 1, 4, 0, 512), repeats=3)
         out[f"B={batch}"] = entry
     return out
 
