@@ -204,10 +204,14 @@ def pad_values(dtype: str) -> st.SearchStrategy[bool | int | float]:
 def pack_cases(draw: st.DrawFn, *, caps: frozenset[str], need_roll: bool | None = None,
                config: st.SearchStrategy[dict[str, Any]] | None = None,
                batch: st.SearchStrategy[Batch] | None = None) -> PackCase:
-    """A valid case. Without the `pad_value` capability the pad value stays 0."""
+    """A valid case. Without the `pad_value` capability the pad value stays 0, without
+    `need_roll` (when not forced) labels are never asked for."""
     cfg = draw(config if config is not None else configs(contiguous_cp="contiguous" in caps))
     b = draw(batch if batch is not None else batches())
-    roll = draw(st.booleans()) if need_roll is None else need_roll
+    if need_roll is None:
+        roll = draw(st.booleans()) if "need_roll" in caps else False
+    else:
+        roll = need_roll
     pad: bool | int | float = 0
     if "pad_value" in caps:
         pad = draw(pad_values(b.dtype))

@@ -23,7 +23,8 @@ def _has_cp_partition_mode() -> bool:
 
 @pytest.mark.rules("R-MEG-1")
 @h.prop_settings(0.5)
-@given(pack_cases(caps=h.caps(), config=configs(contiguous_cp=_has_cp_partition_mode(),
+@given(pack_cases(caps=h.caps(), need_roll=False,
+                  config=configs(contiguous_cp=_has_cp_partition_mode(),
                                                 bucket=st.none(), min_local_rows=st.none()),
                   batch=batches(max_batch=12, budget=400)))
 def test_preprocess_fields(case: PackCase) -> None:

@@ -41,6 +41,8 @@ def test_spec_example(example: dict[str, Any]) -> None:
     pad_value = example.get("pad_value", 0)
     if pad_value != 0:
         h.require("pad_value")
+    if example.get("need_roll"):
+        h.require("need_roll")
     if config.get("cp_layout") == "contiguous" and config.get("cp_size", 1) > 1:
         h.require("contiguous")
     seqs = _canonical(example["seqlens"])

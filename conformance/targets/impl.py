@@ -42,8 +42,8 @@ class ImplTarget:
     name = "impl"
     description = "impl/ (vectorized torch) and impl/megatron.py"
     capabilities = frozenset(
-        {"pad_value", "plan", "engine", "contiguous", "unpack", "megatron", "distributed",
-         "parallel_state_checks", "batch_checks", "unpack_checks"}
+        {"need_roll", "pad_value", "plan", "engine", "contiguous", "unpack", "megatron",
+         "distributed", "parallel_state_checks", "batch_checks", "unpack_checks"}
     )
 
     def pack(

@@ -25,6 +25,7 @@ Meta = dict[str, Any]
 
 # Optional features. A test that needs a capability the target lacks is skipped with a reason.
 CAPABILITIES: dict[str, str] = {
+    "need_roll": "pack() builds next-token labels with need_roll=True (spec section 8)",
     "pad_value": "pack() honours a non-zero pad_value (R-ROW-2)",
     "plan": "plan(seqlens, config) computes the metadata without data (huge lengths, R-ERR-8)",
     "engine": "resolve_engine_config(**flags) maps engine flags to a config (spec section 10)",

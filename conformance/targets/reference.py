@@ -29,7 +29,7 @@ class ReferenceTarget:
     name = "reference"
     description = "reference/ (literal NumPy), self-check"
     capabilities = frozenset(
-        {"pad_value", "plan", "engine", "contiguous", "unpack", "distributed",
+        {"need_roll", "pad_value", "plan", "engine", "contiguous", "unpack", "distributed",
          "parallel_state_checks", "batch_checks", "unpack_checks"}
     )
 

@@ -131,7 +131,7 @@ class VerlTarget:
         self.util = load_util()
         _, self.version = _locate_util()
         self.description = f"verl {self.version} verl/models/mcore/util.py (standalone)"
-        caps = {"unpack", "megatron", "distributed"}
+        caps = {"need_roll", "unpack", "megatron", "distributed"}
         # Feature probe: the contiguous layout needs PackedSeqParams.cp_partition_mode.
         if self.util._PACKED_SEQ_PARAMS_HAS_CP_PARTITION_MODE:
             caps.add("contiguous")

@@ -1,0 +1,1 @@
+"""Worked examples for conformance/README.md."""
