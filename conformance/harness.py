@@ -6,6 +6,7 @@ The oracle is always `reference/`; only specified slots are compared
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -277,3 +278,16 @@ def check_same_rejection(want: BaseException | None, got: BaseException | None,
           and not any(name in str(got) for name in names)):
         # Spec section 11: the message names the field (and the offending value).
         fail(f"{what}: the message {str(got)!r} does not name the field {names[0]!r}")
+    else:
+        missing = [n for n in FIELD_NAMES if re.search(rf"\b{n}\b", str(want))
+                   and not re.search(rf"\b{n}\b", str(got))]
+        if missing:
+            fail(f"{what}: the spec's message names {missing}, the target's {str(got)!r} "
+                 "does not (spec section 11: the message names the field)")
+
+
+# Names an error message must repeat when the reference's message uses them (spec section 11).
+FIELD_NAMES = ("tp_size", "cp_size", "cp_layout", "fp8", "bucket", "min_local_rows", "cp_rank",
+               "need_roll", "pad_value", "seqlens", "pad_to_length", "pad_to_length_bucket",
+               "use_remove_padding", "dynamic_context_parallel", "distillation_use_topk",
+               "router_replay", "use_fp8_padding", "shards", "local_rows", "total")

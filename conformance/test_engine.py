@@ -31,6 +31,14 @@ def _compare(flags: dict[str, Any]) -> None:
 
 @st.composite
 def engine_flags(draw: st.DrawFn, *, typed: bool) -> dict[str, Any]:
+    """All keyword arguments, then a random subset left out so the defaults are used too."""
+    flags = draw(_all_engine_flags(typed=typed))
+    keep = draw(st.lists(st.sampled_from(sorted(flags)), unique=True))
+    return {k: flags[k] for k in sorted(keep)}
+
+
+@st.composite
+def _all_engine_flags(draw: st.DrawFn, *, typed: bool) -> dict[str, Any]:
     values = flag_values if typed else st.booleans()
     flags: dict[str, Any] = {name: draw(values) for name in FLAGS}
     flags["pad_to_length_bucket"] = draw(st.one_of(
