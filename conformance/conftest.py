@@ -124,7 +124,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             text = report.longreprtext
             entry["counterexamples"] = _counterexamples(call, text)
             entry["message"] = _failure_message(call, text)
-            violated = _violated_rules(call)
+            violated = _violated_rules(call, rules)
             if violated:
                 # Attribute the failure to the rules the failed check disproves; the test's
                 # other rules were not decided by this run.
@@ -147,12 +147,13 @@ def _leaves(call: pytest.CallInfo[None]) -> list[BaseException]:
     return out
 
 
-def _violated_rules(call: pytest.CallInfo[None]) -> set[str]:
-    """Rules named by harness.RuleViolation leaves; empty if any leaf is another error."""
-    leaves = _leaves(call)
-    if not leaves or not all(hasattr(e, "rules") for e in leaves):
-        return set()
-    return {rule for e in leaves for rule in e.rules}  # type: ignore[attr-defined]
+def _violated_rules(call: pytest.CallInfo[None], cited: list[str]) -> set[str]:
+    """Rules named by harness.RuleViolation leaves, plus the test's cited rules for any other
+    error (a crash or a plain assertion is blamed on everything the test covers)."""
+    out: set[str] = set()
+    for leaf in _leaves(call):
+        out |= set(getattr(leaf, "rules", None) or cited)
+    return out
 
 
 def _counterexamples(call: pytest.CallInfo[None], text: str) -> list[str]:

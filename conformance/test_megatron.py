@@ -23,13 +23,13 @@ def _has_cp_partition_mode() -> bool:
 
 @pytest.mark.rules("R-MEG-1")
 @h.prop_settings(0.5)
-@given(pack_cases(caps=h.caps(), need_roll=False,
-                  config=configs(contiguous_cp=_has_cp_partition_mode(),
-                                                bucket=st.none(), min_local_rows=st.none()),
+@given(pack_cases(caps=h.caps(), config=configs(contiguous_cp=_has_cp_partition_mode()),
                   batch=batches(max_batch=12, budget=400)))
 def test_preprocess_fields(case: PackCase) -> None:
     """rows[None], position_ids[None], qkv_format 'thd', every cu_seqlens field equal to
-    cu_seqlens_padded, max_seqlen_q = max_seqlen_kv = max_seqlen."""
+    cu_seqlens_padded, max_seqlen_q = max_seqlen_kv = max_seqlen; rows and position ids as
+    pack_thd with pad_value 0. A wrong plan or wrong rows are reported against their own rules
+    (R-META, R-ROW, R-POS, R-ROLL), a wrong field mapping against R-MEG-1."""
     h.require("megatron")
     seqs = case.batch.arrays()
     case = PackCase(config=case.config, batch=case.batch, need_roll=case.need_roll)  # pad 0
@@ -39,23 +39,26 @@ def test_preprocess_fields(case: PackCase) -> None:
         rows, params, pos = h.target().megatron_preprocess(seqs, dict(case.config), rank,
                                                            need_roll=case.need_roll)
         plan = want[rank].meta
-        assert rows.shape == (1, *want[rank].rows.shape), (
-            f"rank {rank}: rows shape {rows.shape}, spec {(1, *want[rank].rows.shape)}")
-        assert pos.shape == (1, plan.local_rows), (
-            f"rank {rank}: position_ids shape {pos.shape}, spec {(1, plan.local_rows)}")
-        assert params["qkv_format"] == "thd"
-        for key in ("cu_seqlens_q", "cu_seqlens_kv", "cu_seqlens_q_padded",
-                    "cu_seqlens_kv_padded"):
+        cu = np.asarray(params["cu_seqlens_q_padded"])
+        if not np.array_equal(cu, plan.cu_seqlens_padded):
+            raise h.RuleViolation(f"rank {rank}: cu_seqlens_q_padded {cu.tolist()}, spec "
+                                  f"{plan.cu_seqlens_padded.tolist()}", {"R-META-3"})
+        if params["qkv_format"] != "thd":
+            raise h.RuleViolation(f"qkv_format {params['qkv_format']!r}", {"R-MEG-1"})
+        for key in ("cu_seqlens_q", "cu_seqlens_kv", "cu_seqlens_kv_padded"):
             got = np.asarray(params[key])
-            assert got.dtype == np.int32 and np.array_equal(got, plan.cu_seqlens_padded), (
-                f"{key} = {got.tolist()}, spec {plan.cu_seqlens_padded.tolist()}"
-            )
+            if got.dtype != np.int32 or not np.array_equal(got, cu):
+                raise h.RuleViolation(f"{key} = {got.tolist()} ({got.dtype}), expected "
+                                      f"cu_seqlens_padded {cu.tolist()}", {"R-MEG-1"})
         for key in ("max_seqlen_q", "max_seqlen_kv"):
-            assert params[key] == plan.max_seqlen and type(params[key]) is int, (
-                f"{key} = {params[key]!r}, spec {plan.max_seqlen}"
-            )
+            if params[key] != plan.max_seqlen or type(params[key]) is not int:
+                raise h.RuleViolation(f"{key} = {params[key]!r}, spec {plan.max_seqlen}",
+                                      {"R-MEG-1"})
+        if rows.shape != (1, *want[rank].rows.shape) or pos.shape != (1, plan.local_rows):
+            raise h.RuleViolation(f"rank {rank}: rows {rows.shape}, position_ids {pos.shape}; "
+                                  f"spec {(1, *want[rank].rows.shape)}, {(1, plan.local_rows)}",
+                                  {"R-MEG-1"})
         results.append(h.RankResult(rows[0], pos[0], None))
-    # The adapter packs like pack_thd with pad_value 0 (verl pads with zeros).
     h.check_rows(case, results, want)
     h.check_positions(case, results, want)
 

@@ -55,13 +55,17 @@ def preprocess(seqs: list[np.ndarray], config: Config, cp_rank: int, *,
     nested = torch.nested.nested_tensor(
         [torch.from_numpy(np.ascontiguousarray(s)) for s in seqs], layout=torch.jagged
     )
+    # Only non-default arguments are passed, as a caller relying on verl's defaults would:
+    # a wrong default in the adapter's signature then changes the result.
+    kwargs = {"need_roll": need_roll, "use_fp8_padding": cfg["fp8"],
+              "min_local_rows": cfg["min_local_rows"], "pad_to_length_bucket": cfg["bucket"],
+              "cp_layout": cfg["cp_layout"]}
+    defaults = {"need_roll": False, "use_fp8_padding": False, "min_local_rows": None,
+                "pad_to_length_bucket": None, "cp_layout": "zigzag"}
+    kwargs = {k: v for k, v in kwargs.items() if v != defaults[k] or type(v) is not
+              type(defaults[k])}
     with fake_parallel_state(cfg["tp_size"], cfg["cp_size"], cp_rank):
-        # Defaults left to the function (pre_process=True) as verl's callers do.
-        rows, params, pos = megatron.preprocess_thd_engine(
-            nested, need_roll=need_roll, use_fp8_padding=cfg["fp8"],
-            min_local_rows=cfg["min_local_rows"], pad_to_length_bucket=cfg["bucket"],
-            cp_layout=cfg["cp_layout"],
-        )
+        rows, params, pos = megatron.preprocess_thd_engine(nested, **kwargs)
     return rows.numpy(), _params_dict(params), pos.numpy()
 
 
