@@ -32,7 +32,7 @@ def render(report: dict[str, Any]) -> str:
         f"{meta.get('load_average_1m_at_start', float('nan')):.1f} / "
         f"{meta.get('load_average_1m_at_end', float('nan')):.1f}",
         f"- commit {meta.get('commit')} (last impl/ change {meta.get('impl_commit')}; "
-        f"uncommitted changes in impl/ or bench/: {meta.get('impl_or_bench_uncommitted_changes')})",
+        f"uncommitted in impl/ or bench/: {meta.get('impl_or_bench_uncommitted_changes')})",
         f"- Python {meta['python']}, torch {meta['torch']}, numpy {meta['numpy']}, "
         f"verl {meta['verl']} ({meta['verl_note']})",
         f"- repeats: impl and floor {meta['repeats']['fast']} (after 1 warm-up); verl "

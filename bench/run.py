@@ -190,6 +190,7 @@ def run_case(batch: int, tp: int, cp: int, bucket: int | None, payload: str,
              seqs: list[torch.Tensor], np_seqs: list[np.ndarray] | None,
              nested: torch.Tensor | None, verl: Verl | None, reference: Any,
              reps: dict[str, int]) -> dict[str, Any]:
+    """Every implementation on the same batch: timings, ratios, and bit-exactness checks."""
     config = impl.PackConfig(tp_size=tp, cp_size=cp, bucket=bucket)
     flat = torch.cat(seqs)
     shards = []
@@ -532,10 +533,10 @@ def machine() -> dict[str, Any]:
                 cwd=root).stdout.strip() or None
         except OSError:
             commits[key] = None
-    dirty = None
+    dirty: list[str] | None = None
     try:
-        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--", "impl", "bench"],
-                                    capture_output=True, text=True, cwd=root).stdout.strip())
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "impl", "bench"],
+                               capture_output=True, text=True, cwd=root).stdout.splitlines()
     except OSError:
         pass
     return {"commit": commits["head"], "impl_commit": commits["impl"],
