@@ -23,7 +23,7 @@ from conformance.rules import spec_rules, spec_version
 from conformance.targets import TargetError, load_target
 
 _SLOW = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
-CI_EXAMPLES = 30
+CI_EXAMPLES = 100
 settings.register_profile("dev", max_examples=8, deadline=None, suppress_health_check=_SLOW)
 settings.register_profile(
     "ci", max_examples=CI_EXAMPLES, deadline=None, derandomize=True, database=None,

@@ -274,16 +274,20 @@ def check_same_rejection(want: BaseException | None, got: BaseException | None,
     elif not isinstance(got, type(want)):
         fail(f"{what}: the spec raises {type(want).__name__} ({want}), the target raised "
              f"{type(got).__name__} ({got})")
-    elif (names and any(name in str(want) for name in names)
-          and not any(name in str(got) for name in names)):
+    elif (names and any(_names(n, str(want)) for n in names)
+          and not any(_names(n, str(got)) for n in names)):
         # Spec section 11: the message names the field (and the offending value).
         fail(f"{what}: the message {str(got)!r} does not name the field {names[0]!r}")
     else:
-        missing = [n for n in FIELD_NAMES if re.search(rf"\b{n}\b", str(want))
-                   and not re.search(rf"\b{n}\b", str(got))]
+        missing = [n for n in FIELD_NAMES if _names(n, str(want)) and not _names(n, str(got))]
         if missing:
             fail(f"{what}: the spec's message names {missing}, the target's {str(got)!r} "
                  "does not (spec section 11: the message names the field)")
+
+
+def _names(name: str, message: str) -> bool:
+    """The message names the field as a word (not inside another identifier)."""
+    return re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", message) is not None
 
 
 # Names an error message must repeat when the reference's message uses them (spec section 11).

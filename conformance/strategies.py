@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 INT32_MAX = 2**31 - 1
 
 # NumPy dtypes the suite packs (R-IN-1: any dtype). bfloat16 has no NumPy counterpart.
-DTYPES = ("int64", "int32", "int16", "int8", "uint8", "float64", "float32", "float16", "bool",
-          "complex64")
+DTYPES = ("int64", "int32", "int16", "int8", "uint8", "uint16", "uint32", "uint64", "float64",
+          "float32", "float16", "bool", "complex64")
 TRAILS = ((), (1,), (3,), (2, 2), (0,))
 # dtypes whose canonical values 1000 * (i + 1) + j (+ 100000 * trailing index) are exact.
 _CANONICAL = {"int64", "int32", "float64", "float32", "complex64"}

@@ -5,6 +5,7 @@ Split by feature so that the rule matrix says *which* part of the spec a target 
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
@@ -84,13 +85,26 @@ def test_plan_any_config_matches_reference(case: PackCase) -> None:
 
 @pytest.mark.rules("R-TOTAL-6", "R-META-1", "R-META-3", "R-META-5")
 @h.prop_settings()
+@example([2**31 - 1], {}, "list")  # the largest total that fits int32
+@example([2**31 - 2, 1], {}, "ndarray-int64")
+@example([2**31 - 1, 1], {}, "tuple")  # one row too many
 @given(
     st.lists(st.integers(0, 2**28), min_size=1, max_size=8),
     configs(contiguous_cp=True),
+    st.sampled_from(["list", "tuple", "ndarray-int64", "ndarray-int32"]),
 )
-def test_plan_only_large_lengths_match_reference(seqlens: list[int], config: dict) -> None:
-    """Metadata without data, for lengths near the int32 limit (capability `plan`)."""
+def test_plan_only_large_lengths_match_reference(seqlens: list[int], config: dict,
+                                                 container: str) -> None:
+    """Metadata without data, for lengths near the int32 limit (capability `plan`); the
+    lengths come as a list, tuple or NumPy array (R-ERR-1: any integers)."""
     h.require("plan")
+    if container == "tuple":
+        seqlens = tuple(seqlens)  # type: ignore[assignment]
+    elif container.startswith("ndarray"):
+        dtype = container.split("-")[1]
+        if max(seqlens) > np.iinfo(dtype).max:
+            dtype = "int64"
+        seqlens = np.asarray(seqlens, dtype=dtype)  # type: ignore[assignment]
     want = h.outcome(lambda: h.reference.plan_thd(seqlens, h.ref_config(config)))
     got = h.outcome(lambda: h.target().plan(seqlens, dict(config)))
     h.check_same_rejection(want, got, f"plan({seqlens}, {config})")

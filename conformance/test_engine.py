@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 import reference
@@ -54,6 +54,11 @@ def _all_engine_flags(draw: st.DrawFn, *, typed: bool) -> dict[str, Any]:
 @pytest.mark.rules("R-ENGINE-2", "R-ENGINE-3", "R-ENGINE-4", "R-ENGINE-5", "R-ENGINE-6",
                    "R-ENGINE-7")
 @h.prop_settings()
+@example({})
+@example({"pad_to_length": True, "use_remove_padding": False})
+@example({"dynamic_context_parallel": True, "use_remove_padding": False})
+@example({"use_fp8_padding": True, "tp_size": 2, "cp_size": 3, "cp_layout": "contiguous",
+          "min_local_rows": 7, "pad_to_length": True, "pad_to_length_bucket": 100})
 @given(engine_flags(typed=False))
 def test_engine_flags_match_reference(flags: dict[str, Any]) -> None:
     """Every combination of bool flags: the same rejection or the same PackConfig."""
@@ -63,6 +68,11 @@ def test_engine_flags_match_reference(flags: dict[str, Any]) -> None:
 
 @pytest.mark.rules("R-ENGINE-1", "R-ERR-3")
 @h.prop_settings()
+@example({"pad_to_length_bucket": 0})
+@example({"pad_to_length_bucket": True})
+@example({"use_fp8_padding": 1})
+@example({"router_replay": None})
+@example({"pad_to_length": "true"})
 @given(engine_flags(typed=True))
 def test_engine_flag_types_match_reference(flags: dict[str, Any]) -> None:
     """Flags must be bools and the bucket an integer >= 1 even when unused."""

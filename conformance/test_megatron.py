@@ -6,13 +6,13 @@ import inspect
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 import reference
 
 from . import harness as h
-from .strategies import PackCase, batches, configs, pack_cases
+from .strategies import Batch, PackCase, batches, configs, pack_cases
 
 
 def _has_cp_partition_mode() -> bool:
@@ -23,6 +23,11 @@ def _has_cp_partition_mode() -> bool:
 
 @pytest.mark.rules("R-MEG-1")
 @h.prop_settings(0.5)
+@example(PackCase(config={"bucket": 512}, batch=Batch((513,))))
+@example(PackCase(config={"cp_size": 2, "min_local_rows": 64}, batch=Batch((3, 5))))
+@example(PackCase(config={"cp_size": 2, "fp8": True}, batch=Batch((20, 5))))
+@example(PackCase(config={"cp_size": 2}, batch=Batch((4, 3)), need_roll=True))
+@example(PackCase(config={"tp_size": 3, "cp_layout": "contiguous"}, batch=Batch((4, 3))))
 @given(pack_cases(caps=h.caps(), config=configs(contiguous_cp=_has_cp_partition_mode()),
                   batch=batches(max_batch=12, budget=400)))
 def test_preprocess_fields(case: PackCase) -> None:

@@ -124,10 +124,13 @@ def test_reject_need_roll(value: Any) -> None:
     _compare_pack(_batch(), BASE_CONFIG, need_roll=value, rules={"R-ERR-1"}, field="need_roll")
 
 
+PAD_DTYPES = ["bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
+              "float16", "float32", "float64", "complex64"]
+
+
 @pytest.mark.rules("R-IN-4", "R-IN-5", "R-ERR-1", "R-ERR-10")
 @h.prop_settings()
-@given(st.sampled_from(["bool", "int8", "uint8", "int32", "int64", "float16", "float32",
-                        "float64"]).flatmap(lambda d: st.tuples(st.just(d), bad_pad_values(d))))
+@given(st.sampled_from(PAD_DTYPES).flatmap(lambda d: st.tuples(st.just(d), bad_pad_values(d))))
 def test_reject_pad_value(dtype_value: tuple[str, Any]) -> None:
     """pad_value: not a bool/int/float TypeError; not representable in the dtype ValueError."""
     h.require("pad_value")

@@ -32,6 +32,9 @@ def _assert_batch_equal(got: list[np.ndarray], want: list[np.ndarray]) -> None:
 @pytest.mark.rules("R-UNPACK-1", "R-UNPACK-2")
 @h.prop_settings()
 @example(PackCase(config={"cp_size": 2}, batch=Batch((0, 3, 0), trail=(2,))))
+@example(PackCase(config={"cp_size": 1}, batch=Batch((1,))))  # one token in all
+@example(PackCase(config={"cp_size": 2}, batch=Batch((0, 1), trail=(3,))))
+@example(PackCase(config={"cp_size": 2}, batch=Batch((0, 0), trail=(2,))))  # no tokens at all
 @given(pack_cases(caps=CAPS, need_roll=False))
 def test_roundtrip(case: PackCase) -> None:
     """unpack(pack on every rank) is the input, bit for bit, zero-length sequences included."""

@@ -50,10 +50,14 @@ class ImplTarget:
         self, seqs: Any, config: Config, cp_rank: Any, *, need_roll: Any = False,
         pad_value: Any = 0,
     ) -> tuple[np.ndarray, np.ndarray, Meta]:
-        rows, pos, plan = impl.pack_thd(
-            to_torch(seqs), impl.PackConfig(**config), cp_rank, need_roll=need_roll,
-            pad_value=pad_value,
-        )
+        # Defaults are left to the function, so a wrong default in its signature shows.
+        kwargs: dict[str, Any] = {}
+        if need_roll is not False:
+            kwargs["need_roll"] = need_roll
+        if not (pad_value == 0 and type(pad_value) is int):
+            kwargs["pad_value"] = pad_value
+        rows, pos, plan = impl.pack_thd(to_torch(seqs), impl.PackConfig(**config), cp_rank,
+                                        **kwargs)
         return rows.numpy(), pos.numpy(), plain_meta(plan)
 
     def plan(self, seqlens: Any, config: Config) -> Meta:
