@@ -323,11 +323,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="balanced: samples per mini-batch (default 256)")
     p.add_argument("--micro-batches", type=_positive, default=256,
                    help="micro-batches to simulate (default 256)")
-    p.add_argument("--tp", type=_positive, default=1)
-    p.add_argument("--cp", type=_positive, default=1)
-    p.add_argument("--layout", choices=("zigzag", "contiguous"), default="zigzag")
-    p.add_argument("--fp8", action="store_true")
-    p.add_argument("--min-local-rows", type=_positive, default=None)
+    p.add_argument("--tp", type=_positive, default=1, help="tensor-parallel size")
+    p.add_argument("--cp", type=_positive, default=1, help="context-parallel size")
+    p.add_argument("--layout", choices=("zigzag", "contiguous"), default="zigzag",
+                   help="CP layout (default zigzag)")
+    p.add_argument("--fp8", action="store_true", help="FP8 padding (verl's use_fp8_padding)")
+    p.add_argument("--min-local-rows", type=_positive, default=None,
+                   help="floor on rows per rank")
     p.add_argument("--buckets", type=_bucket_list, default=list(DEFAULT_BUCKETS),
                    help="comma-separated candidates, 'none' for no bucket "
                         "(default none,128,...,8192)")

@@ -612,14 +612,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true",
                    help="B in {32, 256} only, fewer repeats, no subprocess memory probes")
-    p.add_argument("--out", default="reports/bench.json")
+    p.add_argument("--out", default="reports/bench.json", help="JSON report path")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--repeats", type=int, default=None,
                    help="repeats for the fast calls (impl, floor); default 15, quick 7")
     p.add_argument("--batches", type=lambda t: tuple(int(v) for v in t.split(",")),
                    default=None, help="comma-separated B values (default 32,256,1024)")
-    p.add_argument("--no-verl", action="store_true")
-    p.add_argument("--no-reference", action="store_true")
+    p.add_argument("--no-verl", action="store_true", help="skip upstream verl")
+    p.add_argument("--no-reference", action="store_true", help="skip the NumPy reference")
     p.add_argument("--threads", type=int, default=1,
                    help="torch intra-op threads (default 1: verl's loop and the reference are "
                         "single-threaded, and OpenMP barriers stall on a busy shared machine)")
