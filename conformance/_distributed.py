@@ -29,14 +29,21 @@ def run(job_path: Path, rank: int) -> int:
         from conformance.targets import load_target
 
         target = load_target(job["target"])
+        # The world holds world // cp CP groups of consecutive ranks; every rank must create
+        # every group, in the same order. With more than one group, a gather over the wrong
+        # group (the default one) cannot go unnoticed.
+        cp = job["cp"]
+        groups = [dist.new_group(list(range(g * cp, (g + 1) * cp)))
+                  for g in range(job["world"] // cp)] if job["world"] > cp else [dist.group.WORLD]
+        group = groups[rank // cp]
+        cp_rank = rank % cp
         results = []
         for case in job["cases"]:
             current = case
             seqs = case.batch.arrays()
-            rows, _, meta = target.pack(seqs, dict(case.config), rank,
+            rows, _, meta = target.pack(seqs, dict(case.config), cp_rank,
                                         need_roll=case.need_roll, pad_value=case.pad_value)
-            outs, grad = target.distributed_unpack(rows, meta, dict(case.config), rank,
-                                                   dist.group.WORLD)
+            outs, grad = target.distributed_unpack(rows, meta, dict(case.config), cp_rank, group)
             results.append({"outputs": outs, "grad": grad})
         out_path.write_bytes(pickle.dumps({"results": results}))
         return 0

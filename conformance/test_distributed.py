@@ -47,18 +47,21 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _run_group(tmp_path: Path, cp: int, cases: list[PackCase]) -> list[dict[str, Any]]:
-    """Start cp worker processes, wait with a bound, always reap them."""
+def _run_group(tmp_path: Path, cp: int, world: int,
+               cases: list[PackCase]) -> list[dict[str, Any]]:
+    """Start `world` worker processes (world // cp CP groups), wait with a bound, always reap
+    them."""
     job = tmp_path / "job.pkl"
-    job.write_bytes(pickle.dumps({"port": _free_port(), "world": cp, "timeout": TIMEOUT_S,
-                                  "target": h.target_spec(), "cases": cases}))
+    job.write_bytes(pickle.dumps({"port": _free_port(), "world": world, "cp": cp,
+                                  "timeout": TIMEOUT_S, "target": h.target_spec(),
+                                  "cases": cases}))
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *sys.path])
     env.setdefault("OMP_NUM_THREADS", "1")
     procs = [subprocess.Popen([sys.executable, "-m", "conformance._distributed", str(job),
                                str(rank)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT)
-             for rank in range(cp)]
+             for rank in range(world)]
     logs = []
     try:
         for proc in procs:
@@ -70,7 +73,7 @@ def _run_group(tmp_path: Path, cp: int, cases: list[PackCase]) -> list[dict[str,
                 proc.kill()
                 proc.wait()
     results = []
-    for rank in range(cp):
+    for rank in range(world):
         path = tmp_path / f"rank{rank}.pkl"
         assert path.is_file(), f"rank {rank} produced no result; log:\n{logs[rank]}"
         data = pickle.loads(path.read_bytes())
@@ -80,22 +83,24 @@ def _run_group(tmp_path: Path, cp: int, cases: list[PackCase]) -> list[dict[str,
 
 
 @pytest.mark.rules("R-MEG-3", "R-UNPACK-1", "R-UNPACK-2")
-@pytest.mark.parametrize("cp", [2, 4])
-def test_distributed_unpack(tmp_path: Path, cp: int) -> None:
-    """Every rank gets the whole batch back through a real all_gather; its own rows carry
-    gradient 1 where real and 0 where padding. Both layouts share one process group (the
-    contiguous one where the target supports it)."""
+@pytest.mark.parametrize("cp,world", [(2, 4), (4, 4)], ids=["cp2-two-groups", "cp4"])
+def test_distributed_unpack(tmp_path: Path, cp: int, world: int) -> None:
+    """Every rank gets the whole batch back through a real all_gather over its CP group; its
+    own rows carry gradient 1 where real and 0 where padding. With cp 2 the world of 4 holds
+    two CP groups, so gathering over the default group instead of the CP group fails. Both
+    layouts share one world (the contiguous one where the target supports it)."""
     h.require("distributed")
     layouts = ["zigzag", "contiguous"] if "contiguous" in h.caps() else ["zigzag"]
     cases = [case for layout in layouts for case in _cases(cp, layout)]
-    results = _run_group(tmp_path, cp, cases)
+    results = _run_group(tmp_path, cp, world, cases)
     for index, case in enumerate(cases):
         seqs = case.batch.arrays()
         cfg = h.ref_config(case.config)
         plan = reference.plan_thd(list(case.batch.lengths), cfg)
         shards = [reference.pack_thd(seqs, cfg, r)[0] for r in range(cp)]
         want = reference.unpack_thd(shards, plan, cfg)
-        for rank, data in enumerate(results):
+        for world_rank, data in enumerate(results):
+            rank = world_rank % cp
             got = data["results"][index]
             outs = got["outputs"]
             assert len(outs) == len(want), f"case {case}: rank {rank} got {len(outs)} sequences"

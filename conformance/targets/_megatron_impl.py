@@ -88,8 +88,8 @@ def distributed_unpack(rows: np.ndarray, meta: Meta, config: Config, cp_rank: in
     if grad_ok:
         local = local.clone().requires_grad_(True)
     with fake_parallel_state(cfg["tp_size"], cfg["cp_size"], cp_rank, group):
-        out = megatron.postprocess_thd_engine(local, params, input_ids, len(lengths),
-                                              cp_layout=cfg["cp_layout"])
+        layout = {} if cfg["cp_layout"] == "zigzag" else {"cp_layout": cfg["cp_layout"]}
+        out = megatron.postprocess_thd_engine(local, params, input_ids, len(lengths), **layout)
     parts = list(out.unbind())
     grad = None
     if grad_ok and local.numel() == 0:
