@@ -8,8 +8,10 @@ straight from its values buffer), or a flat values tensor `[sum L_i, *trail]` pl
 Cost per call, independent of the batch size B in number of torch ops: the plan and the
 segment table are computed on the host with CPU tensor ops; on the data's device the call runs
 a fixed sequence of ops (fill + indexed write + cumsum for the index and for the position ids,
-one compare, one clamp, one `index_select`, one `masked_fill_`). Extra memory on the device: one
-int32 index (int64 for more than ~1e9 rows) and one bool mask per output row.
+one clamp, one `index_select`, and one `index_fill_` of the padding rows). Extra memory on the
+device: one int32 index per output row (int64 for more than ~1e9 rows) and one int64 index per
+padding row. When padding rows are more than half of the rows, a bool mask per output row and one
+`masked_fill_` replace the padding index, so the extra memory stays within 8 bytes per row.
 
 Synchronisation: with lengths on the host (a list/tuple, a CPU tensor, or any list of tensors,
 whose shapes are host metadata) no device-to-host copy happens. When the lengths live on an
@@ -268,12 +270,39 @@ def pack_batch(
         dtype=index_dtype(n_src, rows_n + 1),
         device=device,
     )
-    pad = idx.lt(0)  # padding segments carry negative indices
-    idx.clamp_(min=0)
     source = values if fill.view is None else values.view(fill.view)
-    rows = source.index_select(0, idx)  # R-ROW-1: real rows bit for bit
-    rows.masked_fill_(pad.view(rows_n, *([1] * len(batch.trail))), fill.value)  # R-ROW-2
+    pad_rows = padding_rows(seg, rows_n, idx.element_size(), device)
+    if pad_rows is None:
+        pad = idx.lt(0)  # padding segments carry negative indices
+        idx.clamp_(min=0)
+        rows = source.index_select(0, idx)  # R-ROW-1: real rows bit for bit
+        rows.masked_fill_(pad.view(rows_n, *([1] * len(batch.trail))), fill.value)  # R-ROW-2
+    else:
+        idx.clamp_(min=0)
+        rows = source.index_select(0, idx)  # R-ROW-1: real rows bit for bit
+        rows.index_fill_(0, pad_rows, fill.value)  # R-ROW-2
     return rows.view(batch.dtype), pos
+
+
+def padding_rows(
+    seg: Any, rows_n: int, index_bytes: int, device: torch.device
+) -> torch.Tensor | None:
+    """The padding rows as an int64 index, or None when a bool mask is cheaper in memory.
+
+    Filling only the padding rows (`index_fill_`) instead of masking the whole output
+    (`masked_fill_`) saves a full pass over the rows; it is taken while the int64 list of padding
+    rows plus the gather index stay within 8 bytes per output row.
+    """
+    ends = torch.cat((seg.starts[1:], torch.tensor([rows_n])))
+    pad = ~seg.real
+    lens = (ends - seg.starts)[pad]
+    count = int(lens.sum())
+    if count * 8 > rows_n * (8 - index_bytes):
+        return None
+    # Row k of padding segment m is starts[m] + k: a ramp per segment, in padding-row space.
+    pad_starts = torch.cumsum(lens, 0) - lens
+    shift = seg.starts[pad] - pad_starts
+    return expand(count, pad_starts, shift, slope=1, dtype=torch.int64, device=device)
 
 
 def pack_thd(

@@ -192,3 +192,30 @@ def test_nested_input_is_gathered_without_copy() -> None:
     shards = [impl.pack_thd(nt, cfg, r)[0] for r in range(2)]
     back = impl.unpack_thd(shards, plan, cfg)
     assert all(torch.equal(a, b) for a, b in zip(back, seqs, strict=True))
+
+
+@pytest.mark.parametrize(
+    ("lengths", "config", "fill_op"),
+    [
+        # little padding: only the padding rows are written (index_fill_)
+        ([37, 20, 64], impl.PackConfig(cp_size=2), "index_fill_"),
+        # mostly padding: a bool mask per row is cheaper than an int64 per padding row
+        ([1, 2], impl.PackConfig(bucket=256), "masked_fill_"),
+    ],
+)
+def test_padding_fill_paths_agree_with_reference(
+    lengths: list[int], config: impl.PackConfig, fill_op: str
+) -> None:
+    """R-ROW-1, R-ROW-2: both ways of writing pad_value give the reference's rows."""
+    import numpy as np
+
+    import reference as ref
+
+    seqs = [torch.arange(n, dtype=torch.float32).reshape(n, 1).repeat(1, 3) + 1 for n in lengths]
+    ref_config = ref.PackConfig(cp_size=config.cp_size, bucket=config.bucket)
+    for rank in range(config.cp_size):
+        with OpLog() as log:
+            rows, _, _ = impl.pack_thd(seqs, config, rank, pad_value=-5.0)
+        assert log.ops[fill_op] == 1, dict(log.ops)
+        want, _, _ = ref.pack_thd([s.numpy() for s in seqs], ref_config, rank, pad_value=-5.0)
+        np.testing.assert_array_equal(rows.numpy(), want)
