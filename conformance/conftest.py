@@ -104,7 +104,8 @@ def _item_rules(item: pytest.Item) -> list[str]:
 
 
 _FALSIFYING = re.compile(
-    r"(?:Falsifying (?:explicit )?example|Failing test case): .*?(?:\n\)|\Z)", re.DOTALL
+    r"(?:Falsifying (?:explicit )?example|Failing (?:explicit example|test case)): "
+    r".*?(?:\n\)|\Z)", re.DOTALL
 )
 
 

@@ -152,7 +152,7 @@ def _rows_equal(got: np.ndarray, want: np.ndarray, real: np.ndarray) -> np.ndarr
     if want.dtype.kind in "fc":
         same |= np.isnan(g) & np.isnan(w)
     values = np.all(same, axis=1)
-    return np.where(real, bits, values)
+    return np.asarray(np.where(real, bits, values), dtype=bool)
 
 
 def check_rows(case: PackCase, got: list[RankResult], want: list[RankResult]) -> None:

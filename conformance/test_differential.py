@@ -5,6 +5,8 @@ Split by feature so that the rule matrix says *which* part of the spec a target 
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from hypothesis import example, given
@@ -18,7 +20,7 @@ CONTIG = "contiguous" in CAPS
 # Sharding, labels and empty sequences are tested without the total-level stages (bucket,
 # min_local_rows), so that a bug there does not hide one here; test_pack_matches_reference
 # combines everything.
-NO_TOTAL_STAGES = {"bucket": st.none(), "min_local_rows": st.none()}
+NO_TOTAL_STAGES: dict[str, Any] = {"bucket": st.none(), "min_local_rows": st.none()}
 # Metadata tests need no data: one int64 column keeps them cheap.
 META_BATCH = batches(dtypes=("int64",), trails=((),))
 

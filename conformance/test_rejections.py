@@ -55,13 +55,15 @@ def _compare_pack(seqs: Any, config: dict[str, Any], cp_rank: Any = 0, need_roll
         h.target().pack(seqs, dict(config), cp_rank, need_roll=need_roll, pad_value=pad_value)))
     if h.snapshot(seqs) != before:
         raise h.RuleViolation(f"{what}: the call changed its input arrays", {"R-ERR-1"})
-    names = (field,) if field else ()
+    names: tuple[str, ...] = (field,) if field else ()
     if field == "bucket":
         names = ("bucket", "pad_to_length_bucket")
     h.check_same_rejection(want, got, what, rules(want) if callable(rules) else rules, names)
     if want is None and got is None:
         rows, ref_rows = np.asarray(got_holder[0][0]), want_holder[0][0]
-        assert h.same_value(rows, ref_rows), f"{what}: accepted, but rows differ from the spec"
+        if not h.same_value(rows, ref_rows):
+            raise h.RuleViolation(f"{what}: accepted, but rows {rows.tolist()} differ from the "
+                                  f"spec's {ref_rows.tolist()}", {"R-TOTAL-4", "R-ROW-1"})
 
 
 @pytest.mark.rules("R-IN-3", "R-ERR-1", "R-ERR-2")
@@ -224,7 +226,7 @@ def test_reject_unpack(kind: str) -> None:
     h.require("unpack", "unpack_checks")
     shards, meta, config = _bad_unpack(kind)
     ref_plan = reference.Plan(**{k: (np.asarray(v, np.int32) if k in h.META_ARRAYS else v)
-                                 for k, v in meta.items()})
+                                 for k, v in meta.items()})  # type: ignore[arg-type]
     want = h.outcome(lambda: reference.unpack_thd(shards, ref_plan,
                                                   reference.PackConfig(**config)))
     before = h.snapshot(shards)

@@ -57,6 +57,9 @@ def test_unpack_ignores_padding(case: PackCase) -> None:
     cfg = h.ref_config(case.config)
     shards = []
     for rank, g in enumerate(got):
+        if g.rows.shape[0] != plan.local_rows:
+            raise h.RuleViolation(f"rank {rank} holds {g.rows.shape[0]} rows, spec "
+                                  f"{plan.local_rows}", {"R-META-5"})
         rows = g.rows.copy()
         for k, src in enumerate(reference.row_map(plan, cfg, rank)):
             if not src.real:

@@ -61,7 +61,7 @@ class TeamTarget:
     name = "team"
     description = "example: team_pack() in conformance/examples/team_packer.py"
     # No pad_value, no labels, no unpack, zigzag only: those tests are skipped with a reason.
-    capabilities = frozenset()
+    capabilities: frozenset[str] = frozenset()
     skip_reasons = {"need_roll": "team_pack builds no labels"}
 
     def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,

@@ -66,6 +66,7 @@ def preprocess(seqs: list[np.ndarray], config: Config, cp_rank: int, *,
               type(defaults[k])}
     with fake_parallel_state(cfg["tp_size"], cfg["cp_size"], cp_rank):
         rows, params, pos = megatron.preprocess_thd_engine(nested, **kwargs)
+    assert pos is not None  # pre_process=True
     return rows.numpy(), _params_dict(params), pos.numpy()
 
 

@@ -159,7 +159,8 @@ class VerlTarget:
         nested = torch.nested.nested_tensor(
             [torch.from_numpy(np.ascontiguousarray(s)) for s in seqs], layout=torch.jagged
         )
-        self.util.mpu = FakeParallelState(cfg["tp_size"], cfg["cp_size"], cp_rank)
+        self.util.mpu = FakeParallelState(  # type: ignore[attr-defined]
+            cfg["tp_size"], cfg["cp_size"], cp_rank)
         rows, params, pos = self.util.preprocess_thd_engine(
             nested, pre_process=True, need_roll=need_roll, use_fp8_padding=cfg["fp8"],
             local_cp_size=None, min_local_rows=cfg["min_local_rows"],
@@ -201,8 +202,8 @@ class VerlTarget:
         offsets = torch.tensor(np.concatenate([[0], np.cumsum(lengths)]), dtype=torch.int64)
         params = PackedSeqParams(qkv_format="thd", cu_seqlens_q=cu, cu_seqlens_kv=cu,
                                  cu_seqlens_q_padded=cu, cu_seqlens_kv_padded=cu)
-        self.util.mpu = FakeParallelState(config.get("tp_size", 1), config.get("cp_size", 1),
-                                          cp_rank, group)
+        self.util.mpu = FakeParallelState(  # type: ignore[attr-defined]
+            config.get("tp_size", 1), config.get("cp_size", 1), cp_rank, group)
         return self.util.postprocess_thd_engine(
             output, params, types.SimpleNamespace(offsets=lambda: offsets), len(lengths),
             post_process=True, local_cp_size=None,
@@ -211,12 +212,12 @@ class VerlTarget:
 
     def unpack(self, shards: list[np.ndarray], meta: Meta, config: Config) -> list[np.ndarray]:
         tensors = [torch.from_numpy(np.ascontiguousarray(s)) for s in shards]
-        real_torch = self.util.torch
-        self.util.torch = _TorchWithLocalGather(tensors)
+        real_torch = self.util.torch  # type: ignore[attr-defined]
+        self.util.torch = _TorchWithLocalGather(tensors)  # type: ignore[attr-defined]
         try:
             out = self._post(tensors[0][None], meta, config, 0, None)
         finally:
-            self.util.torch = real_torch
+            self.util.torch = real_torch  # type: ignore[attr-defined]
         return [t.numpy() for t in out.unbind()]
 
     def distributed_unpack(
