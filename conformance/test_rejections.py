@@ -89,18 +89,19 @@ FIELD_RULES = {"bucket": ("R-ERR-3", "R-ERR-3"), "min_local_rows": ("R-ERR-2", "
                "cp_layout": ("R-ERR-4", "R-ERR-1"), "fp8": ("R-ERR-1", "R-ERR-1")}
 
 
+FIELD_VALUES = {"bucket": bad_buckets, "min_local_rows": bad_min_local_rows,
+                "cp_layout": bad_layouts, "fp8": bad_flags}
+
+
 @pytest.mark.rules("R-IN-3", "R-ERR-1", "R-ERR-2", "R-ERR-3", "R-ERR-4")
-@h.prop_settings()
-@given(st.one_of(
-    st.tuples(st.just("bucket"), bad_buckets),
-    st.tuples(st.just("min_local_rows"), bad_min_local_rows),
-    st.tuples(st.just("cp_layout"), bad_layouts),
-    st.tuples(st.just("fp8"), bad_flags),
-))
-def test_reject_config_flags(field_value: tuple[str, Any]) -> None:
-    """User-facing config fields: bucket (bool/float/str TypeError, < 1 ValueError, erratum
-    E-7), min_local_rows, cp_layout, fp8."""
-    field, value = field_value
+@pytest.mark.parametrize("field", sorted(FIELD_VALUES))
+@h.prop_settings(0.5)
+@given(data=st.data())
+def test_reject_config_flags(field: str, data: st.DataObject) -> None:
+    """User-facing config fields, one test per field so each gets its own minimal example:
+    bucket (bool/float/str TypeError, < 1 ValueError, erratum E-7), min_local_rows, cp_layout,
+    fp8."""
+    value = data.draw(FIELD_VALUES[field], label=field)
     _compare_pack(_batch(), {**BASE_CONFIG, field: value}, rules=_by_class(*FIELD_RULES[field]),
                   field=field)
 
