@@ -33,6 +33,7 @@ def _assert_batch_equal(got: list[np.ndarray], want: list[np.ndarray]) -> None:
 @h.prop_settings()
 @example(PackCase(config={"cp_size": 2}, batch=Batch((0, 3, 0), trail=(2,))))
 @example(PackCase(config={"cp_size": 1}, batch=Batch((1,))))  # one token in all
+@example(PackCase(config={"cp_size": 2, "bucket": 6}, batch=Batch((3,))))  # erratum E-1
 @example(PackCase(config={"cp_size": 2}, batch=Batch((0, 1), trail=(3,))))
 @example(PackCase(config={"cp_size": 2}, batch=Batch((0, 0), trail=(2,))))  # no tokens at all
 @given(pack_cases(caps=CAPS, need_roll=False))
