@@ -86,7 +86,8 @@ def _all_mutants(work: Path) -> list[str]:
 
 
 def _generate(work: Path) -> None:
-    """Generate the mutants and the test mapping without checking any mutant."""
+    """Generate the mutants without checking any: mutmut stops with "nothing matches" (an
+    AssertionError in its output, expected) after writing them."""
     if not _all_mutants(work):
         _mutmut(work, "run", "impl.__no_such_mutant__")
 
@@ -139,7 +140,8 @@ def main() -> int:
     print(f"mutants: {counts}")
     print(f"kill rate: {killed}/{judged} = {rate:.1%} (goal {GOAL:.0%}); report {out}")
     if args.sample:
-        print(f"sample of {len(chosen)}: 95% interval {rate - half:.1%} .. {rate + half:.1%}")
+        low, high = max(0.0, rate - half), min(1.0, rate + half)
+        print(f"sample of {len(chosen)}: 95% interval {low:.1%} .. {high:.1%}")
     for name in survivors:
         print(f"  survived: {name}")
     print(f"inspect one: cd {work} && {sys.executable} -m mutmut show <name>")
