@@ -194,3 +194,68 @@ def test_need_roll_matches_reference(case: PackCase) -> None:
 def test_zero_length_sequences_match_reference(case: PackCase) -> None:
     """Empty sequences anywhere never change another sequence's rows (erratum E-3)."""
     _check_pack(case)
+
+
+# Input containers other than a list of arrays (capability `batch_forms`); "list" without it.
+FORMS: tuple[str, ...] = tuple(getattr(h.target(), "batch_forms", ())) or ("list",)
+
+
+@pytest.mark.rules("R-IN-1", "R-IN-2", "R-ROW-1", "R-ROW-2", "R-POS-2", "R-ROLL-1")
+@h.prop_settings(0.5)
+@example(PackCase(config={"cp_size": 2}, batch=Batch((3, 0, 5), trail=(2,), dtype="float32")),
+         "nested-gaps")
+@given(pack_cases(caps=CAPS), st.sampled_from(FORMS))
+def test_batch_forms_match_reference(case: PackCase, form: str) -> None:
+    """R-IN-1 defines a batch as an ordered sequence of arrays, not a container type: every
+    input form the target accepts (a nested tensor, a flat buffer with lengths, ...) packs to
+    the reference's rows and position ids on every rank."""
+    h.require("batch_forms")
+    if case.need_roll and "need_roll" not in CAPS:
+        return
+    seqs = case.batch.arrays()
+    got = []
+    for rank in range(case.cp_size):
+        rows, pos, meta = h.target().pack_as(form, seqs, dict(case.config), rank,
+                                             need_roll=case.need_roll, pad_value=case.pad_value)
+        got.append(h.RankResult(np.asarray(rows), np.asarray(pos), meta))
+    want = h.run_reference(case, seqs)
+    h.check_meta(got, want)
+    h.check_rows(case, got, want)
+    h.check_positions(case, got, want)
+
+
+@pytest.mark.rules("R-SHARD-1", "R-SHARD-2", "R-SHARD-3", "R-ALIGN-4")
+@h.prop_settings(0.5)
+@example([3, 0, 5], {"cp_size": 2})
+@example([7], {"cp_size": 3, "cp_layout": "contiguous", "min_local_rows": 5})
+@given(st.lists(st.integers(0, 200), min_size=1, max_size=12), configs(contiguous_cp=CONTIG))
+def test_row_map_matches_reference(seqlens: list[int], config: dict[str, Any]) -> None:
+    """The target's row map (capability `row_map`) equals the reference's, row by row, on the
+    reference's plan: the sharding compared without data, so a wrong map is found even where
+    the values happen to coincide."""
+    h.require("row_map")
+    cfg = h.ref_config(config)
+    plan = h.reference.plan_thd(seqlens, cfg)
+    meta = {k: getattr(plan, k) for k in h.META_ARRAYS + h.META_INTS}
+    if cfg.cp_size == 1:
+        shard_rule = "R-SHARD-1"
+    else:
+        shard_rule = "R-SHARD-2" if cfg.cp_layout == "zigzag" else "R-SHARD-3"
+    for rank in range(cfg.cp_size):
+        seq, offset, real = (np.asarray(a) for a in
+                             h.target().row_map(dict(meta), dict(config), rank))
+        want = h.reference.row_map(plan, cfg, rank)
+        where = f"seqlens={seqlens}, config={config}, rank {rank}"
+        if not len(seq) == len(offset) == len(real) == len(want):
+            raise h.RuleViolation(f"{where}: row map has {len(seq)} rows, the spec "
+                                  f"{len(want)}", {shard_rule})
+        for k, src in enumerate(want):
+            if (int(seq[k]), int(offset[k])) != (src.seq, src.offset):
+                raise h.RuleViolation(
+                    f"{where}: local row {k} comes from sequence {int(seq[k])} offset "
+                    f"{int(offset[k])}, the spec says sequence {src.seq} offset {src.offset}",
+                    {shard_rule})
+            if bool(real[k]) != src.real:
+                raise h.RuleViolation(
+                    f"{where}: local row {k} (sequence {src.seq}, offset {src.offset}) is marked "
+                    f"real={bool(real[k])}, the spec says {src.real}", {"R-ALIGN-4"})

@@ -234,3 +234,70 @@ def test_reject_unpack(kind: str) -> None:
     got = h.outcome(lambda: h.target().unpack(shards, meta, dict(config)))
     assert h.snapshot(shards) == before, "unpack changed its input shards"
     h.check_same_rejection(want, got, f"unpack({kind})")
+
+
+FORGERIES = ("seqlen-above-padded", "negative-seqlen", "padded-not-cu-steps", "cu-not-from-0",
+             "short-padded", "short-cu", "zigzag-misaligned")
+
+
+def _forge(kind: str, seqlens: list[int], config: dict[str, Any], which: int) -> dict[str, Any]:
+    """A plan whose arrays contradict each other, but with total == local_rows * cp_size, so
+    only the optional consistency checks of R-ERR-11 can reject it."""
+    cfg = reference.PackConfig(**config)
+    plan = reference.plan_thd(seqlens, cfg)
+    lengths = np.array(plan.seqlens, np.int64)
+    padded = np.array(plan.seqlens_padded, np.int64)
+    i = which % len(seqlens)
+    if kind == "seqlen-above-padded":
+        lengths[i] = padded[i] + 1
+    elif kind == "negative-seqlen":
+        lengths[i] = -1
+    elif kind == "padded-not-cu-steps":
+        padded[i] += cfg.seq_align  # cu_seqlens_padded and total keep the true steps
+    elif kind == "short-padded":
+        padded = padded[:-1]
+    elif kind == "zigzag-misaligned":
+        padded[i] += cfg.cp_size  # a multiple of cp, not of 2 * cp: no zigzag chunks
+    cu = np.concatenate([[0], np.cumsum(np.array(plan.seqlens_padded, np.int64))])
+    if kind in ("zigzag-misaligned", "short-padded"):
+        cu = np.concatenate([[0], np.cumsum(padded)])
+    if kind == "cu-not-from-0":
+        cu = cu + cfg.cp_size
+    if kind == "short-cu":
+        cu = cu[:-1]
+    total = int(cu[-1])
+    meta: dict[str, Any] = {
+        "seqlens": lengths.astype(np.int32), "seqlens_padded": padded.astype(np.int32),
+        "cu_seqlens": np.asarray(plan.cu_seqlens, np.int32),
+        "cu_seqlens_padded": cu.astype(np.int32), "max_seqlen": plan.max_seqlen,
+        "total": total, "local_rows": total // cfg.cp_size}
+    assert meta["local_rows"] * cfg.cp_size == total
+    return meta
+
+
+@pytest.mark.rules("R-ERR-11")
+@h.prop_settings(0.3)
+@given(st.sampled_from(FORGERIES), st.lists(st.integers(0, 20), min_size=1, max_size=4),
+       st.integers(1, 4), st.sampled_from(["zigzag", "contiguous"]), st.integers(0, 3))
+def test_reject_forged_plan(kind: str, seqlens: list[int], cp: int, layout: str,
+                            which: int) -> None:
+    """A forged plan (capability `forged_plan_checks`: the MAY of R-ERR-11): unpack raises
+    ValueError naming the plan, instead of reading out of range or returning wrong sequences;
+    the shards are left unchanged."""
+    h.require("unpack", "forged_plan_checks")
+    if kind == "zigzag-misaligned" and (cp == 1 or layout != "zigzag"):
+        layout, cp = "zigzag", 2  # only zigzag chunks need P_i divisible by 2 * cp
+    config = {**BASE_CONFIG, "cp_size": cp, "cp_layout": layout}
+    meta = _forge(kind, seqlens, config, which)
+    shards = [np.arange(meta["local_rows"] * 2, dtype=np.int64).reshape(-1, 2) + 1000 * r
+              for r in range(cp)]
+    before = h.snapshot(shards)
+    got = h.outcome(lambda: h.target().unpack(shards, meta, dict(config)))
+    assert h.snapshot(shards) == before, "unpack changed its input shards"
+    what = f"unpack with a forged plan ({kind}: {meta})"
+    if not isinstance(got, ValueError):
+        raise h.RuleViolation(f"{what}: expected ValueError, got {got!r}", {"R-ERR-11"})
+    fields = ("plan", "seqlens", "seqlens_padded", "cu_seqlens_padded", "total", "local_rows")
+    if not any(h._names(n, str(got)) for n in fields):
+        raise h.RuleViolation(f"{what}: the message {str(got)!r} names no plan field",
+                              {"R-ERR-11"})

@@ -20,6 +20,35 @@ def to_torch(seqs: Any) -> Any:
     return tuple(out) if isinstance(seqs, tuple) else out
 
 
+def to_form(form: str, seqs: list[np.ndarray]) -> tuple[Any, dict[str, Any]]:
+    """The batch as impl's input form `form` (see ImplTarget.batch_forms) plus extra kwargs."""
+    parts = [torch.from_numpy(s) for s in seqs]
+    if form == "list":
+        return parts, {}
+    if form == "tuple":
+        return tuple(parts), {}
+    lengths = [p.shape[0] for p in parts]
+    values = torch.cat(parts, dim=0)
+    if form == "flat-list":
+        return values, {"lengths": lengths}
+    if form == "flat-tensor":
+        return values, {"lengths": torch.tensor(lengths, dtype=torch.int32)}
+    offsets = torch.tensor([0, *np.cumsum(lengths).tolist()], dtype=torch.int64)
+    if form == "nested":
+        return torch.nested.nested_tensor_from_jagged(values, offsets), {}
+    if form == "nested-gaps":
+        # Every sequence followed by two junk rows in the values buffer: the starts come from
+        # the offsets, the lengths from lengths(), and the junk must never be read.
+        junk = torch.zeros((2, *values.shape[1:]), dtype=values.dtype)
+        junk.view(torch.uint8).fill_(0xA5)
+        spaced = torch.cat([t for p in parts for t in (p, junk)], dim=0)
+        starts = torch.tensor([0, *np.cumsum([n + 2 for n in lengths]).tolist()],
+                              dtype=torch.int64)
+        return torch.nested.nested_tensor_from_jagged(
+            spaced, starts, lengths=torch.tensor(lengths, dtype=torch.int64)), {}
+    raise ValueError(f"unknown batch form {form!r}")
+
+
 def plan_from_meta(meta: Meta) -> Any:
     """impl's Plan built from plain data (the suite may tamper with it, R-ERR-11)."""
     def i32(key: str) -> torch.Tensor:
@@ -43,8 +72,12 @@ class ImplTarget:
     description = "impl/ (vectorized torch) and impl/megatron.py"
     capabilities = frozenset(
         {"need_roll", "pad_value", "plan", "engine", "contiguous", "unpack", "megatron",
-         "distributed", "parallel_state_checks", "batch_checks", "unpack_checks"}
+         "distributed", "parallel_state_checks", "batch_checks", "unpack_checks",
+         "batch_forms", "row_map", "forged_plan_checks"}
     )
+    # impl.pack_thd also takes a jagged nested tensor (with or without gaps between the
+    # sequences in its values buffer) and a flat values tensor with lengths= (R-IN-1).
+    batch_forms = ("list", "tuple", "nested", "nested-gaps", "flat-list", "flat-tensor")
 
     def pack(
         self, seqs: Any, config: Config, cp_rank: Any, *, need_roll: Any = False,
@@ -59,6 +92,25 @@ class ImplTarget:
         rows, pos, plan = impl.pack_thd(to_torch(seqs), impl.PackConfig(**config), cp_rank,
                                         **kwargs)
         return rows.numpy(), pos.numpy(), plain_meta(plan)
+
+    def pack_as(
+        self, form: str, seqs: list[np.ndarray], config: Config, cp_rank: int, *,
+        need_roll: bool = False, pad_value: Any = 0,
+    ) -> tuple[np.ndarray, np.ndarray, Meta]:
+        """Capability `batch_forms`: the same batch handed to impl in another container."""
+        batch, kwargs = to_form(form, seqs)
+        rows, pos, plan = impl.pack_thd(batch, impl.PackConfig(**config), cp_rank,
+                                        need_roll=need_roll, pad_value=pad_value, **kwargs)
+        return rows.numpy(), pos.numpy(), plain_meta(plan)
+
+    def row_map(
+        self, meta: Meta, config: Config, cp_rank: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Capability `row_map`: the map pack gathers through (impl.rowmap.row_sources)."""
+        from impl.rowmap import row_sources
+
+        seq, offset, real = row_sources(plan_from_meta(meta), impl.PackConfig(**config), cp_rank)
+        return seq.numpy(), offset.numpy(), real.numpy()
 
     def plan(self, seqlens: Any, config: Config) -> Meta:
         return plain_meta(impl.plan_thd(seqlens, impl.PackConfig(**config)))

@@ -40,6 +40,12 @@ CAPABILITIES: dict[str, str] = {
     "batch_checks": "the batch container, element types, dtypes and trailing shapes are "
     "validated by the target (R-ERR-1, R-ERR-7, R-ERR-9); absent where a nested tensor "
     "constructor enforces them",
+    "batch_forms": "pack_as(form, ...) packs the same batch from each of the target's other "
+    "input containers, listed in its `batch_forms` attribute (R-IN-1: any ordered sequence)",
+    "row_map": "row_map(meta, config, cp_rank) returns the target's row map, compared with "
+    "reference.row_map without any data (R-SHARD-1..3, R-ALIGN-4)",
+    "forged_plan_checks": "unpack rejects with ValueError a plan whose seqlens, seqlens_padded, "
+    "cu_seqlens_padded and total contradict each other (R-ERR-11: MAY)",
 }
 
 
@@ -78,6 +84,25 @@ class Target(Protocol):
 
 class OptionalMethods(Protocol):
     """Methods a target provides when it declares the matching capability."""
+
+    batch_forms: tuple[str, ...]
+
+    def pack_as(
+        self, form: str, seqs: list[np.ndarray], config: Config, cp_rank: int, *,
+        need_roll: bool = False, pad_value: Any = 0,
+    ) -> tuple[np.ndarray, np.ndarray, Meta]:
+        """Capability `batch_forms`: like `pack`, with `seqs` first converted to the input form
+        `form` (one of `batch_forms`, names of the target's choosing: a nested tensor, a flat
+        buffer with lengths, ...). Each form must give the reference's result."""
+        ...
+
+    def row_map(
+        self, meta: Meta, config: Config, cp_rank: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Capability `row_map`: rank `cp_rank`'s row map for the plan `meta` as three arrays of
+        `local_rows` entries: source sequence, offset in the padded sequence, and whether the
+        row is a real token (the fields of `reference.RowSource`)."""
+        ...
 
     def plan(self, seqlens: Any, config: Config) -> Meta:
         """Capability `plan`: the metadata for a list of lengths (spec section 4)."""
