@@ -1,6 +1,7 @@
 """Sessions: `nox -s tests` (CI), `nox -s conformance` (main job), gpu, bench, mutation, lint.
 
-Every session installs what it needs from this file and pyproject.toml; nothing is installed by hand.
+Every session installs what it needs from this file and pyproject.toml; nothing is installed
+by hand.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ def _install_test_deps(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """CI: unit, spec and golden-vector tests, then conformance (ci profile) on impl and reference."""
+    """CI: unit, spec and golden-vector tests, then conformance (ci profile) on impl, reference."""
     _install_test_deps(session)
     session.run("pytest", "tests", *session.posargs)
     for target in ("impl", "reference"):
@@ -88,7 +89,7 @@ def gpu(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def mutation(session: nox.Session) -> None:
-    """Mutation testing of impl/ against the conformance suite (ci profile); prints the kill rate."""
+    """Mutation testing of impl/ against the conformance suite (ci profile); prints kill rate."""
     _install_test_deps(session)
     session.install("mutmut>=3.8,<4")
     session.run("python", "conformance/mutation.py", *session.posargs)
@@ -99,4 +100,4 @@ def lint(session: nox.Session) -> None:
     """ruff and mypy over the project."""
     session.install("-e", ".[lint]")
     session.run("ruff", "check", ".")
-    session.run("mypy", "reference", "impl")
+    session.run("mypy", "reference", "impl", "spec", "conformance", "bench", "gpu_tests")
