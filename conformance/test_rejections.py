@@ -276,9 +276,10 @@ def _forge(kind: str, seqlens: list[int], config: dict[str, Any], which: int) ->
 
 
 @pytest.mark.rules("R-ERR-11")
-@h.prop_settings(0.3)
-@given(st.sampled_from(FORGERIES), st.lists(st.integers(0, 20), min_size=1, max_size=4),
-       st.integers(1, 4), st.sampled_from(["zigzag", "contiguous"]), st.integers(0, 3))
+@pytest.mark.parametrize("kind", FORGERIES)
+@h.prop_settings(0.1)
+@given(seqlens=st.lists(st.integers(0, 20), min_size=1, max_size=4), cp=st.integers(1, 4),
+       layout=st.sampled_from(["zigzag", "contiguous"]), which=st.integers(0, 3))
 def test_reject_forged_plan(kind: str, seqlens: list[int], cp: int, layout: str,
                             which: int) -> None:
     """A forged plan (capability `forged_plan_checks`: the MAY of R-ERR-11): unpack raises
@@ -301,3 +302,26 @@ def test_reject_forged_plan(kind: str, seqlens: list[int], cp: int, layout: str,
     if not any(h._names(n, str(got)) for n in fields):
         raise h.RuleViolation(f"{what}: the message {str(got)!r} names no plan field",
                               {"R-ERR-11"})
+
+
+@pytest.mark.rules("R-ERR-1", "R-ERR-6", "R-ERR-8", "R-TOTAL-6")
+@pytest.mark.parametrize("seqlens", [
+    [2**63], [-(2**63) - 1], [4, 2**64], [-(2**63), 2**64], "44", None, {4},
+    np.array([[4, 4]]), np.array([True, False]), np.array([4.0]), np.array([], np.int64),
+    np.array([200, 100], np.uint8), np.array([40000, 40000], np.uint16),
+    np.array([2**30, 2**30], np.int32), np.array([2**31 - 9, 8], np.int32),
+], ids=["2^63", "-2^63-1", "2^64", "-2^63,2^64", "str", "None", "set", "2-D", "bool-array",
+        "float-array", "empty-array", "uint8-sum-300", "uint16-sum-80000", "int32-sum-2^31",
+        "int32-sum-int32max"])
+def test_lengths_edges(seqlens: Any) -> None:
+    """Lengths beyond int64, containers that are not a 1-D integer sequence (TypeError or
+    ValueError naming seqlens), and narrow integer arrays whose sum does not fit their dtype
+    (accepted with the reference's total, or rejected above INT32_MAX, never wrapped)."""
+    h.require("plan")
+    want = h.outcome(lambda: reference.plan_thd(seqlens, reference.PackConfig()))
+    got = h.outcome(lambda: h.target().plan(seqlens, {}))
+    h.check_same_rejection(want, got, f"plan({seqlens!r})", names=("seqlens",))
+    if want is None:
+        problems = h.meta_mismatches(h.target().plan(seqlens, {}),
+                                     reference.plan_thd(seqlens, reference.PackConfig()))
+        assert not problems, "; ".join(problems)
