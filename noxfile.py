@@ -98,6 +98,6 @@ def mutation(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
     """ruff and mypy over the project."""
-    session.install("-e", ".[lint]")
+    session.install("-e", ".[test,lint]")  # mypy sees the real pytest, hypothesis, megatron types
     session.run("ruff", "check", ".")
     session.run("mypy", "reference", "impl", "spec", "conformance", "bench", "gpu_tests")
