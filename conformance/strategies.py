@@ -264,6 +264,7 @@ bad_batches = st.sampled_from(["not-a-list", "empty", "list-element", "scalar-el
                                "ndarray-batch", "none-element"])
 bad_lengths = st.sampled_from([-1, -100, INT32_MAX + 1, 2**40, True, 1.5, "3", None,
                                np.int64(3), np.int32(-1)])
-bad_unpacks = st.sampled_from(["too-few-shards", "too-many-shards", "short-shard",
-                               "long-shard", "trail-mismatch", "dtype-mismatch",
-                               "total-mismatch"])
+UNPACK_FAULTS = ("too-few-shards", "too-many-shards", "short-shard", "long-shard",
+                 "trail-mismatch", "dtype-mismatch", "total-mismatch", "shards-stacked",
+                 "shards-none")
+bad_unpacks = st.sampled_from(UNPACK_FAULTS)

@@ -17,6 +17,7 @@ import reference
 from . import harness as h
 from .strategies import (
     INT32_MAX,
+    UNPACK_FAULTS,
     bad_batches,
     bad_buckets,
     bad_flags,
@@ -26,7 +27,6 @@ from .strategies import (
     bad_pad_values,
     bad_ranks,
     bad_sizes,
-    bad_unpacks,
 )
 
 BASE_CONFIG: dict[str, Any] = {"tp_size": 1, "cp_size": 2, "cp_layout": "zigzag", "fp8": False,
@@ -216,14 +216,18 @@ def _bad_unpack(kind: str) -> tuple[list[np.ndarray], dict[str, Any], dict[str, 
         shards[1] = shards[1].astype(np.int32)
     elif kind == "total-mismatch":
         meta["total"] = plan.total + 4
+    elif kind == "shards-stacked":  # one array [cp, local_rows, ...] instead of a list
+        shards = np.stack(shards)  # type: ignore[assignment]
+    elif kind == "shards-none":
+        shards = None  # type: ignore[assignment]
     return shards, meta, config
 
 
 @pytest.mark.rules("R-ERR-11")
-@h.prop_settings(0.5)
-@given(bad_unpacks)
+@pytest.mark.parametrize("kind", UNPACK_FAULTS)
 def test_reject_unpack(kind: str) -> None:
-    """unpack: wrong shard count, row count, trailing shape, dtype, or an inconsistent plan."""
+    """unpack: wrong shard count, row count, trailing shape, dtype, a total that is not
+    local_rows * cp_size, or shards that are not a list (TypeError naming shards)."""
     h.require("unpack", "unpack_checks")
     shards, meta, config = _bad_unpack(kind)
     ref_plan = reference.Plan(**{k: (np.asarray(v, np.int32) if k in h.META_ARRAYS else v)

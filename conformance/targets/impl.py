@@ -116,10 +116,10 @@ class ImplTarget:
         return plain_meta(impl.plan_thd(seqlens, impl.PackConfig(**config)))
 
     def unpack(self, shards: list[np.ndarray], meta: Meta, config: Config) -> list[np.ndarray]:
-        out = impl.unpack_thd(
-            [torch.from_numpy(np.ascontiguousarray(s)) for s in shards],
-            plan_from_meta(meta), impl.PackConfig(**config),
-        )
+        # A shard list that is not a list (R-ERR-11's TypeError) passes through unchanged.
+        tensors = ([torch.from_numpy(np.ascontiguousarray(s)) for s in shards]
+                   if isinstance(shards, list | tuple) else shards)
+        out = impl.unpack_thd(tensors, plan_from_meta(meta), impl.PackConfig(**config))
         return [t.numpy() for t in out]
 
     def resolve_engine_config(self, **flags: Any) -> Config:
