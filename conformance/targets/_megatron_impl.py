@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ._megatron_view import params_dict, thd_params, unpack_with_grad
 from .protocol import Config, Meta
 
 _GETTERS = ("get_tensor_model_parallel_world_size", "get_context_parallel_world_size",
@@ -37,16 +38,6 @@ def _full(config: Config) -> Config:
             "min_local_rows": None, **config}
 
 
-def _params_dict(params: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key in ("qkv_format", "cu_seqlens_q", "cu_seqlens_kv", "cu_seqlens_q_padded",
-                "cu_seqlens_kv_padded", "max_seqlen_q", "max_seqlen_kv", "cp_partition_mode"):
-        if hasattr(params, key):
-            value = getattr(params, key)
-            out[key] = value.numpy() if isinstance(value, torch.Tensor) else value
-    return out
-
-
 def preprocess(seqs: list[np.ndarray], config: Config, cp_rank: int, *,
                need_roll: bool = False) -> tuple[np.ndarray, dict[str, Any], np.ndarray]:
     from impl import megatron
@@ -67,36 +58,25 @@ def preprocess(seqs: list[np.ndarray], config: Config, cp_rank: int, *,
     with fake_parallel_state(cfg["tp_size"], cfg["cp_size"], cp_rank):
         rows, params, pos = megatron.preprocess_thd_engine(nested, **kwargs)
     assert pos is not None  # pre_process=True
-    return rows.numpy(), _params_dict(params), pos.numpy()
+    return rows.numpy(), params_dict(params), pos.numpy()
 
 
 def distributed_unpack(rows: np.ndarray, meta: Meta, config: Config, cp_rank: int,
                        group: Any) -> tuple[list[np.ndarray], np.ndarray | None]:
     """postprocess_thd_engine over the live group; the gradient proves R-MEG-3's autograd."""
-    from megatron.core.packed_seq_params import PackedSeqParams
-
     from impl import megatron
 
     cfg = _full(config)
-    cu = torch.as_tensor(np.asarray(meta["cu_seqlens_padded"]), dtype=torch.int32)
-    params = PackedSeqParams(qkv_format="thd", cu_seqlens_q=cu, cu_seqlens_kv=cu,
-                             cu_seqlens_q_padded=cu, cu_seqlens_kv_padded=cu)
+    params = thd_params(meta)
     lengths = [int(x) for x in np.asarray(meta["seqlens"])]
     input_ids = torch.nested.nested_tensor([torch.zeros(n) for n in lengths],
                                            layout=torch.jagged)
-    local = torch.from_numpy(np.ascontiguousarray(rows))[None]
-    grad_ok = local.is_floating_point()
-    if grad_ok:
-        local = local.clone().requires_grad_(True)
-    with fake_parallel_state(cfg["tp_size"], cfg["cp_size"], cp_rank, group):
-        layout = {} if cfg["cp_layout"] == "zigzag" else {"cp_layout": cfg["cp_layout"]}
-        out = megatron.postprocess_thd_engine(local, params, input_ids, len(lengths), **layout)
-    parts = list(out.unbind())
-    grad = None
-    if grad_ok and local.numel() == 0:
-        grad = np.zeros(rows.shape, dtype=rows.dtype)  # nothing to differentiate
-    elif grad_ok:
-        torch.stack([p.sum() for p in parts]).sum().backward()
-        assert local.grad is not None
-        grad = local.grad[0].numpy()
-    return [p.detach().numpy() for p in parts], grad
+    layout = {} if cfg["cp_layout"] == "zigzag" else {"cp_layout": cfg["cp_layout"]}
+
+    def post(local: torch.Tensor) -> Any:
+        with fake_parallel_state(cfg["tp_size"], cfg["cp_size"], cp_rank, group):
+            return megatron.postprocess_thd_engine(
+                local, params, input_ids, len(lengths), **layout
+            )
+
+    return unpack_with_grad(rows, post)

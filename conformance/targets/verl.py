@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ._megatron_view import params_dict, thd_params, unpack_with_grad
 from .protocol import Config, Meta
 
 EXPECTED_VERSION = "0.9.1"
@@ -191,17 +192,13 @@ class VerlTarget:
         self, seqs: list[np.ndarray], config: Config, cp_rank: int, *, need_roll: bool = False
     ) -> tuple[np.ndarray, dict[str, Any], np.ndarray]:
         rows, params, pos = self._call_pre(seqs, config, cp_rank, need_roll)
-        return rows.numpy(), _params_dict(params), pos.numpy()
+        return rows.numpy(), params_dict(params), pos.numpy()
 
     def _post(self, output: torch.Tensor, meta: Meta, config: Config, cp_rank: int,
               group: Any) -> Any:
-        from megatron.core.packed_seq_params import PackedSeqParams
-
-        cu = torch.as_tensor(np.asarray(meta["cu_seqlens_padded"]), dtype=torch.int32)
         lengths = [int(x) for x in np.asarray(meta["seqlens"])]
         offsets = torch.tensor(np.concatenate([[0], np.cumsum(lengths)]), dtype=torch.int64)
-        params = PackedSeqParams(qkv_format="thd", cu_seqlens_q=cu, cu_seqlens_kv=cu,
-                                 cu_seqlens_q_padded=cu, cu_seqlens_kv_padded=cu)
+        params = thd_params(meta)
         self.util.mpu = FakeParallelState(  # type: ignore[attr-defined]
             config.get("tp_size", 1), config.get("cp_size", 1), cp_rank, group)
         return self.util.postprocess_thd_engine(
@@ -223,30 +220,9 @@ class VerlTarget:
     def distributed_unpack(
         self, rows: np.ndarray, meta: Meta, config: Config, cp_rank: int, group: Any
     ) -> tuple[list[np.ndarray], np.ndarray | None]:
-        local = torch.from_numpy(np.ascontiguousarray(rows))[None]
-        grad_ok = local.is_floating_point()
-        if grad_ok:
-            local = local.clone().requires_grad_(True)
-        out = self._post(local, meta, config, cp_rank, group)
-        parts = list(out.unbind())
-        grad = None
-        if grad_ok and local.numel() == 0:
-            grad = np.zeros(rows.shape, dtype=rows.dtype)  # nothing to differentiate
-        elif grad_ok:
-            torch.stack([p.sum() for p in parts]).sum().backward()
-            assert local.grad is not None
-            grad = local.grad[0].numpy()
-        return [p.detach().numpy() for p in parts], grad
-
-
-def _params_dict(params: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key in ("qkv_format", "cu_seqlens_q", "cu_seqlens_kv", "cu_seqlens_q_padded",
-                "cu_seqlens_kv_padded", "max_seqlen_q", "max_seqlen_kv", "cp_partition_mode"):
-        if hasattr(params, key):
-            value = getattr(params, key)
-            out[key] = value.numpy() if isinstance(value, torch.Tensor) else value
-    return out
+        return unpack_with_grad(
+            rows, lambda local: self._post(local, meta, config, cp_rank, group)
+        )
 
 
 def make_target() -> VerlTarget:

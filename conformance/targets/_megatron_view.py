@@ -1,0 +1,56 @@
+"""What every Megatron-adapter target shares: the PackedSeqParams view and the gradient probe."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from .protocol import Meta
+
+PARAMS_FIELDS = ("qkv_format", "cu_seqlens_q", "cu_seqlens_kv", "cu_seqlens_q_padded",
+                 "cu_seqlens_kv_padded", "max_seqlen_q", "max_seqlen_kv", "cp_partition_mode")
+
+
+def params_dict(params: Any) -> dict[str, Any]:
+    """The PackedSeqParams fields R-MEG-1/2 speak of, as NumPy (absent fields left out)."""
+    out: dict[str, Any] = {}
+    for key in PARAMS_FIELDS:
+        if hasattr(params, key):
+            value = getattr(params, key)
+            out[key] = value.numpy() if isinstance(value, torch.Tensor) else value
+    return out
+
+
+def thd_params(meta: Meta) -> Any:
+    """PackedSeqParams in verl's convention (every cu_seqlens is the padded one, R-MEG-1)."""
+    from megatron.core.packed_seq_params import PackedSeqParams
+
+    cu = torch.as_tensor(np.asarray(meta["cu_seqlens_padded"]), dtype=torch.int32)
+    return PackedSeqParams(qkv_format="thd", cu_seqlens_q=cu, cu_seqlens_kv=cu,
+                           cu_seqlens_q_padded=cu, cu_seqlens_kv_padded=cu)
+
+
+def unpack_with_grad(
+    rows: np.ndarray, post: Callable[[torch.Tensor], Any]
+) -> tuple[list[np.ndarray], np.ndarray | None]:
+    """Run `post` (a postprocess over the live group) on `rows[None]` and backprop a sum.
+
+    The gradient on the local rows proves they stayed in the autograd graph (R-MEG-3): 1 on real
+    rows, 0 on padding. Non-floating rows cannot carry a gradient (None).
+    """
+    local = torch.from_numpy(np.ascontiguousarray(rows))[None]
+    grad_ok = local.is_floating_point()
+    if grad_ok:
+        local = local.clone().requires_grad_(True)
+    parts = list(post(local).unbind())
+    grad = None
+    if grad_ok and local.numel() == 0:
+        grad = np.zeros(rows.shape, dtype=rows.dtype)  # nothing to differentiate
+    elif grad_ok:
+        torch.stack([p.sum() for p in parts]).sum().backward()
+        assert local.grad is not None
+        grad = local.grad[0].numpy()
+    return [p.detach().numpy() for p in parts], grad
