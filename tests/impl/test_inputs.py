@@ -251,3 +251,17 @@ def test_rejected_call_touches_no_data() -> None:
         impl.pack_thd(seqs, CFG, 0)
     assert not any("index_select" in s or "cat" in s for s in seen), seen
     assert all(torch.equal(a, b) for a, b in zip(seqs, before, strict=True))
+
+
+@pytest.mark.rules("R-IN-3")
+def test_config_normalises_integer_likes_to_int() -> None:
+    """NumPy integers are accepted and stored as Python ints, as in the reference (R-IN-3)."""
+    import numpy as np
+
+    config = impl.PackConfig(
+        tp_size=np.int32(2), cp_size=np.int64(2), bucket=np.int64(512), min_local_rows=np.int16(3)
+    )
+    for field in ("tp_size", "cp_size", "bucket", "min_local_rows"):
+        assert type(getattr(config, field)) is int, field
+    assert config == impl.PackConfig(tp_size=2, cp_size=2, bucket=512, min_local_rows=3)
+    assert hash(config) == hash(impl.PackConfig(tp_size=2, cp_size=2, bucket=512, min_local_rows=3))
