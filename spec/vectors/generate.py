@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 import reference as ref
+from spec.examples import canonical_values
 
 HERE = Path(__file__).resolve().parent
 INT32_MAX = 2**31 - 1
@@ -30,8 +31,8 @@ def canonical_batch(seqlens: list[int], trail: list[int], dtype: str) -> list[np
     """Canonical values, broadcast over trailing dims (element e adds 100000 * e)."""
     width = int(np.prod(trail)) if trail else 1
     batch = []
-    for i, length in enumerate(seqlens):
-        base = np.array([1000 * (i + 1) + j for j in range(length)], dtype=np.int64)
+    for length, tokens in zip(seqlens, canonical_values(seqlens), strict=True):
+        base = np.array(tokens, dtype=np.int64)
         values = base[:, None] + 100000 * np.arange(width, dtype=np.int64)[None, :]
         values = values.reshape((length, *trail))
         if dtype == "bool":
