@@ -17,7 +17,7 @@ import torch
 
 from .config import LAYOUTS, PackConfig
 from .pack import check_batch, check_pad_value, pack_batch
-from .plan import host_lengths, plan_from_host
+from .plan import host_lengths, plan_with_host
 from .unpack import check_shards, unpack_flat
 
 
@@ -98,7 +98,7 @@ def preprocess_thd_engine(
         raise TypeError(f"input_ids must be a jagged nested tensor, got {type(input_ids).__name__}")
     batch = check_batch(input_ids)
     fill = check_pad_value(0, batch.dtype)  # verl pads with zeros
-    plan = plan_from_host(batch.lengths, config)
+    plan, padded, cu_padded = plan_with_host(batch.lengths, config)
     cu = plan.cu_seqlens_padded.to(device=batch.device, non_blocking=True)
     candidates: dict[str, Any] = {
         "qkv_format": "thd",
@@ -116,7 +116,7 @@ def preprocess_thd_engine(
     params = packed_seq_params_cls(**{k: v for k, v in candidates.items() if k in fields})
     if not pre_process:
         return input_ids, params, None
-    rows, pos = pack_batch(batch, plan, config, rank, need_roll, fill)
+    rows, pos = pack_batch(batch, plan, config, rank, need_roll, fill, (padded, cu_padded))
     return rows.unsqueeze(0), params, pos.unsqueeze(0)
 
 

@@ -7,11 +7,13 @@ straight from its values buffer), or a flat values tensor `[sum L_i, *trail]` pl
 
 Cost per call, independent of the batch size B in number of torch ops: the plan and the
 segment table are computed on the host with CPU tensor ops; on the data's device the call runs
-a fixed sequence of ops (fill + indexed write + cumsum for the index and for the position ids,
-one clamp, one `index_select`, and one `index_fill_` of the padding rows). Extra memory on the
-device: one int32 index per output row (int64 for more than ~1e9 rows) and one int64 index per
-padding row. When padding rows are more than half of the rows, a bool mask per output row and one
-`masked_fill_` replace the padding index, so the extra memory stays within 8 bytes per row.
+a fixed sequence of ops: two ramp expansions (fill + accumulating indexed write + cumsum) give
+the position ids and the gather index, then one clamp and one `index_select`. Padding rows are
+written by one `index_fill_` (or, when they are more than half of the rows, a bool mask and one
+`masked_fill_`, so the extra memory stays within 8 bytes per row). A list input is concatenated
+once, with one padding row appended, and its padding rows are gathered from that row: no fill.
+Extra memory on the device: one int32 index per output row (int64 for more than ~1e9 rows),
+plus one int64 index per padding row for nested and flat inputs.
 
 Synchronisation: with lengths on the host (a list/tuple, a CPU tensor, or any list of tensors,
 whose shapes are host metadata) no device-to-host copy happens. When the lengths live on an
@@ -21,6 +23,8 @@ host once, which synchronises with the device; pass host lengths to avoid it.
 
 from __future__ import annotations
 
+import array
+import contextlib
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -28,8 +32,8 @@ from typing import Any
 import torch
 
 from .config import PackConfig, as_integer
-from .plan import Plan, check_lengths, host_lengths, plan_from_host
-from .rowmap import expand, index_dtype, pack_segments
+from .plan import Plan, check_lengths, host_lengths, plan_with_host
+from .rowmap import expand, index_dtype, pack_segments, ramps
 
 
 class Batch:
@@ -61,6 +65,44 @@ class Batch:
         return self.values
 
 
+# Reads a tensor subclass's attributes without its __torch_function__ (a few us each for
+# nested tensors); a no-op context where torch lacks it.
+DIRECT = getattr(torch._C, "DisableTorchFunctionSubclass", contextlib.nullcontext)
+
+
+def jagged_parts(
+    nt: Any, requires_grad: bool
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """`(values, offsets, lengths)` of a jagged nested tensor.
+
+    The public accessors cost a `__torch_function__` round trip each (~20 us for `values()`);
+    without autograd the tensors the nested tensor holds are read directly. With autograd the
+    public `values()` keeps the gradient path back to the nested tensor.
+    """
+    if not requires_grad and hasattr(nt, "_values") and hasattr(nt, "_offsets"):
+        return nt._values, nt._offsets, getattr(nt, "_lengths", None)
+    return nt.values(), nt.offsets(), nt.lengths()
+
+
+def uniform_sizes(seqs: Sequence[Any]) -> list[int] | None:
+    """The first-dimension sizes when every element is a plain (non-nested) tensor of at least
+    one dimension with batch[0]'s trailing shape, dtype and device; else None, and the ordered
+    checks find the fault.
+
+    Set comprehensions over the metadata cost well under a microsecond per sequence.
+    """
+    if not seqs or {type(x) for x in seqs} != {torch.Tensor}:
+        return None
+    if any(x.is_nested for x in seqs):
+        return None
+    shapes = [x.shape for x in seqs]
+    if min(map(len, shapes)) == 0 or len({s[1:] for s in shapes}) != 1:
+        return None
+    if len({x.dtype for x in seqs}) != 1 or len({x.device for x in seqs}) != 1:
+        return None
+    return [s[0] for s in shapes]
+
+
 def check_batch(seqs: Any, lengths: Any = None) -> Batch:
     """Check a batch's types and shapes without touching its data (R-ERR-1, R-ERR-7, R-ERR-9)."""
     if lengths is not None:
@@ -77,16 +119,22 @@ def check_batch(seqs: Any, lengths: Any = None) -> Batch:
         if total != seqs.shape[0]:
             raise ValueError(f"lengths sum to {total} but the values have {seqs.shape[0]} rows")
         return Batch(seqs, host, None, None, tuple(seqs.shape[1:]), seqs.dtype, seqs.device)
-    if isinstance(seqs, torch.Tensor) and seqs.is_nested:
-        if seqs.layout != torch.jagged:
+    if isinstance(seqs, torch.Tensor):
+        with DIRECT():  # attribute reads without the nested tensor's __torch_function__
+            nested = seqs.is_nested
+            layout = seqs.layout
+            grad = seqs.requires_grad
+    else:
+        nested = False
+    if nested:
+        if layout != torch.jagged:
             raise TypeError("nested tensors must use layout=torch.jagged")
-        if seqs._ragged_idx != 1:  # type: ignore[attr-defined]
+        if getattr(seqs, "_ragged_idx", 1) != 1:
             raise ValueError("the jagged dimension of a nested batch must be dim 1")
-        values = seqs.values()
-        offsets = seqs.offsets().to(device="cpu", dtype=torch.int64)  # type: ignore[attr-defined]
-        seq_lengths = seqs.lengths()  # type: ignore[attr-defined]
+        values, offsets, seq_lengths = jagged_parts(seqs, grad)
+        offsets = offsets.to(device="cpu", dtype=torch.int64)
         if seq_lengths is None:
-            host = offsets[1:] - offsets[:-1]
+            host = torch.diff(offsets)
         else:
             host = seq_lengths.to(device="cpu", dtype=torch.int64)
         check_lengths(host)
@@ -98,6 +146,13 @@ def check_batch(seqs: Any, lengths: Any = None) -> Batch:
             "batch must be a list or tuple of tensors, a jagged nested tensor, or a flat tensor "
             f"with lengths=; got {type(seqs).__name__}"
         )
+    sizes = uniform_sizes(seqs)
+    if sizes is not None:
+        host = torch.frombuffer(array.array("q", sizes), dtype=torch.int64)
+        check_lengths(host)
+        first = seqs[0]
+        return Batch(None, host, None, seqs, tuple(first.shape[1:]), first.dtype, first.device)
+    # Something is wrong: find it, one kind of fault at a time, in a fixed order.
     for k, x in enumerate(seqs):
         if not isinstance(x, torch.Tensor) or x.is_nested:
             raise TypeError(f"batch[{k}] must be a torch.Tensor, got {type(x).__name__}")
@@ -232,48 +287,73 @@ def check_call_args(config: Any, cp_rank: Any, need_roll: Any, pad_value: Any) -
 
 
 def pack_batch(
-    batch: Batch, plan: Plan, config: PackConfig, rank: int, need_roll: bool, fill: Fill
+    batch: Batch,
+    plan: Plan,
+    config: PackConfig,
+    rank: int,
+    need_roll: bool,
+    fill: Fill,
+    host: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Gather rank `rank`'s rows and position ids from a checked batch (R-ROW-*, R-POS-*)."""
+    """Gather rank `rank`'s rows and position ids from a checked batch (R-ROW-*, R-POS-*).
+
+    `host` is the plan's padded lengths and padded offsets as CPU int64, when at hand.
+    """
     rows_n = plan.local_rows
     shift = 1 if need_roll else 0
-    lengths = batch.lengths
+    if host is None:
+        host = (plan.seqlens_padded.to(torch.int64), plan.cu_seqlens_padded.to(torch.int64))
     src_start = batch.src_start
     if src_start is None:
         src_start = plan.cu_seqlens[:-1].to(torch.int64)
+    listed = batch.parts is not None
+    n_src = int(batch.lengths.sum()) if listed else 0
+    # A list is copied anyway: one padding row appended to the copy (row n_src) lets padding
+    # rows be gathered like real ones, with indices >= n_src clamped onto it.
     seg = pack_segments(
-        lengths,
-        plan.seqlens_padded.to(torch.int64),
-        plan.cu_seqlens_padded.to(torch.int64),
+        batch.lengths,
+        host[0],
+        host[1],
         src_start,
         config.cp_size,
         config.cp_layout,
         rank,
         rows_n,
         shift,
+        pad_d=n_src if listed else None,
     )
     device = batch.device
-    # R-POS-2, R-ROLL-1: position id = offset (+1 with need_roll) of the row's source.
-    pos = expand(rows_n, seg.starts, seg.pos_d, slope=1, dtype=torch.int64, device=device)
-    if rows_n == 0 or not bool(seg.real.any()):
-        # Nothing real on this rank: every row is padding (R-ROW-2).
-        dtype = fill.view or batch.dtype
-        rows = torch.full((rows_n, *batch.trail), fill.value, dtype=dtype, device=device)
-        return rows.view(batch.dtype), pos
-    values = batch.flat_values()
-    n_src = values.shape[0]
-    idx = expand(
-        rows_n,
-        seg.starts,
-        seg.idx_d,
-        slope=1,
-        dtype=index_dtype(n_src, rows_n + 1),
-        device=device,
+    n_real = int(seg.real.sum())
+    if n_real == 0:
+        # Nothing real on this rank: every row is padding (R-ROW-2); R-POS-2 for the ids.
+        pos = expand(rows_n, seg.starts, seg.pos_d, slope=1, dtype=torch.int64, device=device)
+        rows = torch.full(
+            (rows_n, *batch.trail), fill.value, dtype=fill.view or batch.dtype, device=device
+        )
+        return as_dtype(rows, batch.dtype), pos
+    if listed:
+        index = index_dtype(2 * n_src, 2 * rows_n + 2)
+    else:
+        values = batch.flat_values()
+        index = index_dtype(values.shape[0], rows_n + 1)
+    # R-POS-2, R-ROLL-1: position id = offset (+1 with need_roll) of the row's source; and the
+    # row's index in the source, negative (or, for a list, >= n_src) on padding rows.
+    pos, idx = ramps(
+        rows_n, seg.starts, torch.stack((seg.pos_d, seg.idx_d)), (torch.int64, index), device
     )
-    source = values if fill.view is None else values.view(fill.view)
-    pad_rows = padding_rows(seg, rows_n, idx.element_size(), device)
+    if listed:
+        assert batch.parts is not None
+        pad_row = torch.full(
+            (1, *batch.trail), fill.value, dtype=fill.view or batch.dtype, device=device
+        )
+        source = torch.cat((*batch.parts, as_dtype(pad_row, batch.dtype)), dim=0)
+        idx.clamp_(max=n_src)
+        rows = as_dtype(source, fill.view).index_select(0, idx)  # R-ROW-1, R-ROW-2
+        return as_dtype(rows, batch.dtype), pos
+    source = as_dtype(values, fill.view)
+    pad_rows = padding_rows(seg, rows_n - n_real, rows_n, idx.element_size(), device)
     if pad_rows is None:
-        pad = idx.lt(0)  # padding segments carry negative indices
+        pad = idx.lt(0)  # padding runs carry negative indices
         idx.clamp_(min=0)
         rows = source.index_select(0, idx)  # R-ROW-1: real rows bit for bit
         rows.masked_fill_(pad.view(rows_n, *([1] * len(batch.trail))), fill.value)  # R-ROW-2
@@ -281,27 +361,29 @@ def pack_batch(
         idx.clamp_(min=0)
         rows = source.index_select(0, idx)  # R-ROW-1: real rows bit for bit
         rows.index_fill_(0, pad_rows, fill.value)  # R-ROW-2
-    return rows.view(batch.dtype), pos
+    return as_dtype(rows, batch.dtype), pos
+
+
+def as_dtype(t: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
+    """`t` viewed as `dtype` (same width); unchanged for None or its own dtype."""
+    return t if dtype is None or dtype == t.dtype else t.view(dtype)
 
 
 def padding_rows(
-    seg: Any, rows_n: int, index_bytes: int, device: torch.device
+    seg: Any, count: int, rows_n: int, index_bytes: int, device: torch.device
 ) -> torch.Tensor | None:
-    """The padding rows as an int64 index, or None when a bool mask is cheaper in memory.
+    """The `count` padding rows as an int64 index, or None when a bool mask is cheaper.
 
     Filling only the padding rows (`index_fill_`) instead of masking the whole output
     (`masked_fill_`) saves a full pass over the rows; it is taken while the int64 list of padding
     rows plus the gather index stay within 8 bytes per output row.
     """
-    ends = torch.cat((seg.starts[1:], torch.tensor([rows_n])))
-    pad = ~seg.real
-    lens = (ends - seg.starts)[pad]
-    count = int(lens.sum())
     if count * 8 > rows_n * (8 - index_bytes):
         return None
-    # Row k of padding segment m is starts[m] + k: a ramp per segment, in padding-row space.
+    # Row k of padding run m is starts[m] + k: a ramp per run, in padding-row space.
+    lens = seg.lens[1::2]
     pad_starts = torch.cumsum(lens, 0) - lens
-    shift = seg.starts[pad] - pad_starts
+    shift = seg.starts[1::2] - pad_starts
     return expand(count, pad_starts, shift, slope=1, dtype=torch.int64, device=device)
 
 
@@ -324,6 +406,6 @@ def pack_thd(
     rank = check_call_args(config, cp_rank, need_roll, pad_value)
     batch = check_batch(seqs, lengths)
     fill = check_pad_value(pad_value, batch.dtype)
-    plan = plan_from_host(batch.lengths, config)
-    rows, pos = pack_batch(batch, plan, config, rank, need_roll, fill)
+    plan, padded, cu_padded = plan_with_host(batch.lengths, config)
+    rows, pos = pack_batch(batch, plan, config, rank, need_roll, fill, (padded, cu_padded))
     return rows, pos, plan

@@ -76,40 +76,55 @@ def check_lengths(lengths: torch.Tensor, name: str = "seqlens") -> None:
     """R-ERR-7, R-ERR-6, R-ERR-8 on host lengths (CPU tensor; scalar reads are host-only)."""
     if lengths.numel() == 0:
         raise ValueError(f"empty batch: {name} has no sequences (B = 0)")
-    lo = int(lengths.min())
+    lo_t, hi_t = torch.aminmax(lengths)
+    lo = int(lo_t)
     if lo < 0:
         raise ValueError(f"negative length: {name} contains {lo}")
-    hi = int(lengths.max())
+    hi = int(hi_t)
     if hi > INT32_MAX:
         raise ValueError(f"length above INT32_MAX: {name} contains {hi}")
 
 
-def plan_from_host(lengths: torch.Tensor, config: PackConfig) -> Plan:
-    """Compute the plan from checked CPU int64 lengths (R-ALIGN-3, R-TOTAL-1..6, R-META-1..5)."""
+def plan_with_host(
+    lengths: torch.Tensor, config: PackConfig
+) -> tuple[Plan, torch.Tensor, torch.Tensor]:
+    """The plan from checked CPU int64 lengths, with its padded lengths and padded offsets also
+    as CPU int64 (the row map's inputs) (R-ALIGN-3, R-TOTAL-1..6, R-META-1..5)."""
     a = config.seq_align
-    padded = torch.div(lengths + (a - 1), a, rounding_mode="floor").mul_(a)  # R-ALIGN-3
-    s = int(padded.sum())
+    if a == 1:
+        padded = lengths.clone()
+    else:
+        padded = torch.div(lengths + (a - 1), a, rounding_mode="floor").mul_(a)  # R-ALIGN-3
+    b = lengths.numel()
+    cup = torch.zeros(b + 1, dtype=torch.int64)
+    torch.cumsum(padded, 0, out=cup[1:])
+    s = int(cup[-1])
     n = s  # R-TOTAL-3
     if config.min_local_rows is not None:
         n = max(s, config.cp_size * config.min_local_rows)
     total = ceil_to(n, config.total_modulus)  # R-TOTAL-4
     if total > INT32_MAX:  # R-TOTAL-6, R-ERR-8
         raise ValueError(f"total rows T={total} exceed INT32_MAX={INT32_MAX}")
-    padded[-1] += total - s  # R-TOTAL-5: every total-level row goes onto the last sequence
-    b = lengths.numel()
+    if total != s:  # R-TOTAL-5: every total-level row goes onto the last sequence
+        padded[-1] += total - s
+        cup[-1] = total
     cu = torch.zeros(b + 1, dtype=torch.int32)
     torch.cumsum(lengths, 0, out=cu[1:])  # R-META-2
-    cup = torch.zeros(b + 1, dtype=torch.int32)
-    torch.cumsum(padded, 0, out=cup[1:])  # R-META-3
-    return Plan(
+    plan = Plan(
         seqlens=lengths.to(torch.int32),  # R-META-1
         seqlens_padded=padded.to(torch.int32),
         cu_seqlens=cu,
-        cu_seqlens_padded=cup,
+        cu_seqlens_padded=cup.to(torch.int32),  # R-META-3
         max_seqlen=int(padded.max()),  # R-META-4
         total=total,  # R-META-5
         local_rows=total // config.cp_size,
     )
+    return plan, padded, cup
+
+
+def plan_from_host(lengths: torch.Tensor, config: PackConfig) -> Plan:
+    """Compute the plan from checked CPU int64 lengths (R-ALIGN-3, R-TOTAL-1..6, R-META-1..5)."""
+    return plan_with_host(lengths, config)[0]
 
 
 def plan_thd(seqlens: Any, config: PackConfig) -> Plan:

@@ -6,8 +6,9 @@ A rank's local rows are a concatenation of *segments*: runs of rows whose source
 consecutive within one sequence and which are either all real or all padding. The segment table
 has O(B * chunks) entries and is built on the host with a constant number of CPU tensor ops. A
 per-row quantity that is `k + D_m` on segment `m` (a ramp; `k` is the row) or `D_m` (a step) is
-expanded on the target device with three ops and one buffer: fill with the slope, write
-`slope + D_m - D_{m-1}` at each segment start, cumulative sum in place.
+expanded on the target device with three ops and one buffer: fill with the slope, add
+`D_m - D_{m-1}` at each segment start (accumulating, so empty segments need no filtering on the
+host), cumulative sum in place.
 """
 
 from __future__ import annotations
@@ -53,21 +54,24 @@ def _exclusive_cumsum(x: torch.Tensor) -> torch.Tensor:
 
 
 class Segments:
-    """Host segment table of one rank: starts and per-segment constants (CPU int64, [S])."""
+    """Host segment table of one rank (CPU int64, [2 * B * K]): per chunk a real run, then a
+    padding run, in local row order. Runs may be empty; `expand` accepts that."""
 
     def __init__(
         self,
+        lens: torch.Tensor,
         starts: torch.Tensor,
         pos_d: torch.Tensor,
         idx_d: torch.Tensor,
-        seq: torch.Tensor,
+        chunks: int,
         real: torch.Tensor,
     ) -> None:
-        self.starts = starts  # first local row of the segment
+        self.lens = lens  # rows in the run
+        self.starts = starts  # first local row of the run
         self.pos_d = pos_d  # position id = row + pos_d (a ramp)
-        self.idx_d = idx_d  # source index = row + idx_d; the index is negative on padding
-        self.seq = seq  # sequence index of the segment
-        self.real = real  # bool: real rows (else padding)
+        self.idx_d = idx_d  # source index = row + idx_d; negative on padding runs
+        self.chunks = chunks  # K, chunks per sequence on this rank
+        self.real = real  # [B, K] real rows per chunk
 
 
 def pack_segments(
@@ -80,29 +84,29 @@ def pack_segments(
     rank: int,
     local_rows: int,
     shift: int,
+    pad_d: int | None = None,
 ) -> Segments:
     """Segment table of rank `rank`'s rows (R-SHARD-1..3, R-ROW-1..2, R-POS-2, R-ROLL-1..3).
 
     All inputs are CPU int64. `src_start[i]` is where sequence `i` starts in the flat values
     buffer. With `shift = 1` (`need_roll`) a row at offset `j` takes the value at `j + 1` and the
     position id `j + 1`; the row is real only if `j + 1 < L_i`, so a sequence's last real row
-    is written as padding (R-ROLL-2 leaves it unspecified; we choose `pad_value`).
+    is written as padding (R-ROLL-2 leaves it unspecified; we choose `pad_value`). Padding rows
+    get the index `row + pad_d`: by default `-(local_rows + 1)`, negative on every row.
     """
+    if pad_d is None:
+        pad_d = -(local_rows + 1)
     a, n, k = _chunks(seqlens_padded, cu_padded, cp, layout, rank, local_rows)
     lim = (seqlens - shift).clamp_(min=0)[:, None]  # real iff offset < lim
     n_real = torch.minimum((lim - a).clamp_(min=0), n)
-    # sub-segments per chunk: [real, pad] -> shape [B, K, 2], flattened in local row order
+    # runs per chunk: [real, pad] -> shape [B, K, 2], flattened in local row order
     lens = torch.stack((n_real, n - n_real), dim=2).reshape(-1)
     starts = _exclusive_cumsum(lens)
-    chunk_start = starts.view(-1, k, 2)[:, :, 0]
-    pos_d = (a + shift - chunk_start)[:, :, None].expand(-1, -1, 2).reshape(-1)
-    real_d = src_start[:, None] + a + shift - chunk_start
-    pad_d = torch.full_like(real_d, -(local_rows + 1))
-    idx_d = torch.stack((real_d, pad_d), dim=2).reshape(-1)
-    seq = torch.arange(seqlens.numel()).repeat_interleave(2 * k)
-    real = torch.tensor([True, False]).repeat(seqlens.numel() * k)
-    keep = lens > 0
-    return Segments(starts[keep], pos_d[keep], idx_d[keep], seq[keep], real[keep])
+    base = a + shift - starts.view(-1, k, 2)[:, :, 0]  # offset (+ shift) - local row
+    pos_d = base[:, :, None].expand(-1, -1, 2).reshape(-1)
+    real_d = src_start[:, None] + base
+    idx_d = torch.stack((real_d, torch.full_like(real_d, pad_d)), dim=2).reshape(-1)
+    return Segments(lens, starts, pos_d, idx_d, k, n_real)
 
 
 def unpack_segments(
@@ -135,6 +139,36 @@ def unpack_segments(
     return out_start.reshape(-1)[keep], d.reshape(-1)[keep]
 
 
+def ramps(
+    rows: int,
+    starts: torch.Tensor,
+    d: torch.Tensor,
+    dtypes: tuple[torch.dtype, ...],
+    device: torch.device,
+    *,
+    slope: int = 1,
+) -> list[torch.Tensor]:
+    """For each row `j` of `d` ([len(dtypes), S]), the per-row values `slope * k + d[j, m]` for
+    row `k` in segment `m`, as a [rows] tensor of `dtypes[j]` on `device`.
+
+    `starts` must be non-decreasing from `starts[0] == 0`, each `<= rows`: empty segments are
+    allowed, their increments add up at the next non-empty one (an accumulating write, which is
+    deterministic on every device). Costs one small host-to-device copy for all rows of `d`, then
+    per output one fill, one indexed write and one in-place cumulative sum on `device`; no
+    device-to-host synchronisation. Each buffer has one spare element, so that empty segments at
+    the end have somewhere to go.
+    """
+    steps = torch.diff(d, dim=1, prepend=torch.full((d.shape[0], 1), slope, dtype=d.dtype))
+    table = torch.cat((starts[None], steps)).to(device=device, non_blocking=True)
+    index = (table[0],)
+    out = []
+    for j, dtype in enumerate(dtypes):
+        buf = torch.full((rows + 1,), slope, dtype=dtype, device=device)
+        buf.index_put_(index, table[j + 1].to(dtype), accumulate=True)
+        out.append(buf.cumsum_(0)[:rows])
+    return out
+
+
 def expand(
     rows: int,
     starts: torch.Tensor,
@@ -143,23 +177,9 @@ def expand(
     slope: int,
     dtype: torch.dtype,
     device: torch.device,
-    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Per-row values `slope * k + D_m` for row `k` in segment `m`, as a [rows] tensor.
-
-    `starts` must be strictly increasing with `starts[0] == 0` (non-empty segments covering all
-    rows). Costs one fill, one small host-to-device copy, one indexed write and one in-place
-    cumulative sum on `device`; no device-to-host synchronisation.
-    """
-    prev = torch.cat((torch.tensor([slope], dtype=d.dtype), d[:-1]))
-    vals = d - prev + slope
-    buf = out if out is not None else torch.empty(rows, dtype=dtype, device=device)
-    buf.fill_(slope)
-    if rows == 0:
-        return buf
-    both = torch.stack((starts, vals.to(starts.dtype))).to(device=device, non_blocking=True)
-    buf.index_put_((both[0],), both[1].to(dtype))
-    return buf.cumsum_(0)
+    """`ramps` for one row of segment constants `d` ([S])."""
+    return ramps(rows, starts, d[None], (dtype,), device, slope=slope)[0]
 
 
 def index_dtype(*bounds: int) -> torch.dtype:
@@ -188,9 +208,10 @@ def row_sources(
     )
     cpu = torch.device("cpu")
     rows = plan.local_rows
+    b = plan.seqlens.numel()
+    run_seq = torch.arange(b).repeat_interleave(2 * seg.chunks)
+    run_real = torch.tensor([1, 0]).repeat(b * seg.chunks)
     offset = expand(rows, seg.starts, seg.pos_d, slope=1, dtype=torch.int64, device=cpu)
-    seq = expand(rows, seg.starts, seg.seq, slope=0, dtype=torch.int64, device=cpu)
-    real = expand(
-        rows, seg.starts, seg.real.to(torch.int64), slope=0, dtype=torch.int64, device=cpu
-    )
+    seq = expand(rows, seg.starts, run_seq, slope=0, dtype=torch.int64, device=cpu)
+    real = expand(rows, seg.starts, run_real, slope=0, dtype=torch.int64, device=cpu)
     return seq, offset, real.bool()

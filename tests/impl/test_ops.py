@@ -195,27 +195,40 @@ def test_nested_input_is_gathered_without_copy() -> None:
 
 
 @pytest.mark.parametrize(
-    ("lengths", "config", "fill_op"),
+    ("lengths", "config", "form", "fill_op"),
     [
         # little padding: only the padding rows are written (index_fill_)
-        ([37, 20, 64], impl.PackConfig(cp_size=2), "index_fill_"),
+        ([37, 20, 64], impl.PackConfig(cp_size=2), "nested", "index_fill_"),
         # mostly padding: a bool mask per row is cheaper than an int64 per padding row
-        ([1, 2], impl.PackConfig(bucket=256), "masked_fill_"),
+        ([1, 2], impl.PackConfig(bucket=256), "nested", "masked_fill_"),
+        ([1, 2], impl.PackConfig(bucket=256), "flat", "masked_fill_"),
+        # a list is copied anyway: padding rows are gathered from one appended padding row
+        ([37, 20, 64], impl.PackConfig(cp_size=2), "list", None),
+        ([1, 2], impl.PackConfig(bucket=256), "list", None),
     ],
 )
 def test_padding_fill_paths_agree_with_reference(
-    lengths: list[int], config: impl.PackConfig, fill_op: str
+    lengths: list[int], config: impl.PackConfig, form: str, fill_op: str | None
 ) -> None:
-    """R-ROW-1, R-ROW-2: both ways of writing pad_value give the reference's rows."""
+    """R-ROW-1, R-ROW-2: every way of writing pad_value gives the reference's rows."""
     import numpy as np
 
     import reference as ref
 
     seqs = [torch.arange(n, dtype=torch.float32).reshape(n, 1).repeat(1, 3) + 1 for n in lengths]
+    batch: Any = seqs
+    kwargs: dict[str, Any] = {}
+    if form == "nested":
+        batch = torch.nested.nested_tensor(seqs, layout=torch.jagged)
+    elif form == "flat":
+        batch, kwargs = torch.cat(seqs), {"lengths": lengths}
     ref_config = ref.PackConfig(cp_size=config.cp_size, bucket=config.bucket)
+    fills = ("index_fill_", "masked_fill_")
     for rank in range(config.cp_size):
         with OpLog() as log:
-            rows, _, _ = impl.pack_thd(seqs, config, rank, pad_value=-5.0)
-        assert log.ops[fill_op] == 1, dict(log.ops)
+            rows, _, _ = impl.pack_thd(batch, config, rank, pad_value=-5.0, **kwargs)
+        used = {op: log.ops[op] for op in fills if log.ops[op]}
+        assert used == ({fill_op: 1} if fill_op else {}), dict(log.ops)
+        assert log.ops["index_select"] == 1, dict(log.ops)
         want, _, _ = ref.pack_thd([s.numpy() for s in seqs], ref_config, rank, pad_value=-5.0)
         np.testing.assert_array_equal(rows.numpy(), want)
