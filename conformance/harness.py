@@ -290,6 +290,17 @@ def _names(name: str, message: str) -> bool:
     return re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", message) is not None
 
 
+def names_number(number: int, message: str) -> bool:
+    """The message shows `number` as a whole number (not inside a longer one)."""
+    return re.search(rf"(?<![0-9.]){number}(?![0-9])", message) is not None
+
+
+def names_object(obj: Any, message: str) -> bool:
+    """The message names an offending object that has no short value (a container, an array,
+    an object of the wrong type) by its type name or its repr (spec section 11)."""
+    return _names(type(obj).__name__, message) or repr(obj) in message
+
+
 # Names an error message must repeat when the reference's message uses them (spec section 11).
 FIELD_NAMES = ("tp_size", "cp_size", "cp_layout", "fp8", "bucket", "min_local_rows", "cp_rank",
                "need_roll", "pad_value", "seqlens", "pad_to_length", "pad_to_length_bucket",

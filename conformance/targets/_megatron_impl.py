@@ -80,3 +80,31 @@ def distributed_unpack(rows: np.ndarray, meta: Meta, config: Config, cp_rank: in
             )
 
     return unpack_with_grad(rows, post)
+
+
+def preprocess_as_is(input_ids: Any, config: Config, cp_rank: int) -> Any:
+    """preprocess_thd_engine with `input_ids` exactly as the suite gave it (R-ERR-1)."""
+    from impl import megatron
+
+    cfg = _full(config)
+    with fake_parallel_state(cfg["tp_size"], cfg["cp_size"], cp_rank):
+        return megatron.preprocess_thd_engine(input_ids)
+
+
+def postprocess_one(output: np.ndarray, meta: Meta, config: Config,
+                    params: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """postprocess_thd_engine on one process (cp_size 1): `output` as given, PackedSeqParams
+    from `meta` with the fields in `params` replaced (R-MEG-3, R-ERR-11)."""
+    from impl import megatron
+
+    cfg = _full(config)
+    packed = thd_params(meta)
+    for key, value in params.items():
+        setattr(packed, key, torch.as_tensor(np.asarray(value), dtype=torch.int32))
+    lengths = [int(x) for x in np.asarray(meta["seqlens"])]
+    input_ids = torch.nested.nested_tensor([torch.zeros(n) for n in lengths],
+                                           layout=torch.jagged)
+    with fake_parallel_state(cfg["tp_size"], cfg["cp_size"], 0):
+        out = megatron.postprocess_thd_engine(torch.from_numpy(output), packed, input_ids,
+                                              len(lengths))
+    return [p.numpy() for p in out.unbind()]

@@ -73,7 +73,8 @@ class ImplTarget:
     capabilities = frozenset(
         {"need_roll", "pad_value", "plan", "engine", "contiguous", "unpack", "megatron",
          "distributed", "parallel_state_checks", "batch_checks", "unpack_checks",
-         "batch_forms", "row_map", "forged_plan_checks"}
+         "batch_forms", "row_map", "forged_plan_checks", "flat_batch_checks",
+         "megatron_checks", "api_type_checks", "native_scalars"}
     )
     # impl.pack_thd also takes a jagged nested tensor (with or without gaps between the
     # sequences in its values buffer) and a flat values tensor with lengths= (R-IN-1).
@@ -103,6 +104,45 @@ class ImplTarget:
                                         need_roll=need_roll, pad_value=pad_value, **kwargs)
         return rows.numpy(), pos.numpy(), plain_meta(plan)
 
+    def pack_flat(
+        self, values: np.ndarray, lengths: Any, config: Config, cp_rank: int
+    ) -> tuple[np.ndarray, np.ndarray, Meta]:
+        """Capability `flat_batch_checks`: `lengths=` as given (an ndarray becomes a tensor)."""
+        lens = torch.from_numpy(lengths) if isinstance(lengths, np.ndarray) else lengths
+        rows, pos, plan = impl.pack_thd(torch.from_numpy(values), impl.PackConfig(**config),
+                                        cp_rank, lengths=lens)
+        return rows.numpy(), pos.numpy(), plain_meta(plan)
+
+    def pack_as_is(self, seqs: list[np.ndarray], config: Any, cp_rank: int) -> Any:
+        """Capability `api_type_checks`: `config` is handed to pack_thd unchanged."""
+        return impl.pack_thd(to_torch(seqs), config, cp_rank)
+
+    def unpack_as_is(
+        self, shards: list[np.ndarray], meta: Meta, config: Config, *, plan: Any = None,
+        config_obj: Any = None,
+    ) -> Any:
+        """Capability `api_type_checks`: a given `plan` / `config_obj` goes in unchanged."""
+        tensors = [torch.from_numpy(np.ascontiguousarray(s)) for s in shards]
+        return impl.unpack_thd(tensors, plan_from_meta(meta) if plan is None else plan,
+                               impl.PackConfig(**config) if config_obj is None else config_obj)
+
+    def native_scalar(self, value: bool | int | float) -> Any:
+        """Capability `native_scalars`: a 0-d torch tensor."""
+        return torch.tensor(value)
+
+    def megatron_preprocess_as_is(self, input_ids: Any, config: Config, cp_rank: int) -> Any:
+        from . import _megatron_impl
+
+        return _megatron_impl.preprocess_as_is(input_ids, config, cp_rank)
+
+    def megatron_postprocess(
+        self, output: np.ndarray, meta: Meta, config: Config, *,
+        params: dict[str, np.ndarray] | None = None,
+    ) -> list[np.ndarray]:
+        from . import _megatron_impl
+
+        return _megatron_impl.postprocess_one(output, meta, config, params or {})
+
     def row_map(
         self, meta: Meta, config: Config, cp_rank: int
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -116,9 +156,10 @@ class ImplTarget:
         return plain_meta(impl.plan_thd(seqlens, impl.PackConfig(**config)))
 
     def unpack(self, shards: list[np.ndarray], meta: Meta, config: Config) -> list[np.ndarray]:
-        # A shard list that is not a list (R-ERR-11's TypeError) passes through unchanged.
-        tensors = ([torch.from_numpy(np.ascontiguousarray(s)) for s in shards]
-                   if isinstance(shards, list | tuple) else shards)
+        # A shard list that is not a list, or an element that is not an array (R-ERR-1's
+        # TypeError), passes through unchanged.
+        tensors = ([torch.from_numpy(np.ascontiguousarray(s)) if isinstance(s, np.ndarray) else s
+                    for s in shards] if isinstance(shards, list | tuple) else shards)
         out = impl.unpack_thd(tensors, plan_from_meta(meta), impl.PackConfig(**config))
         return [t.numpy() for t in out]
 

@@ -46,6 +46,17 @@ CAPABILITIES: dict[str, str] = {
     "reference.row_map without any data (R-SHARD-1..3, R-ALIGN-4)",
     "forged_plan_checks": "unpack rejects with ValueError a plan whose seqlens, seqlens_padded, "
     "cu_seqlens_padded and total contradict each other (R-ERR-11: MAY)",
+    "flat_batch_checks": "pack_flat(values, lengths, ...) packs flat values [sum L, *trail] with "
+    "lengths= passed through as given, so rejection tests reach the validation of lengths "
+    "(R-IN-1, R-ERR-1, R-ERR-6..9)",
+    "megatron_checks": "megatron_preprocess_as_is(input_ids, ...) hands input_ids to the "
+    "adapter unchanged, and megatron_postprocess(output, meta, ...) runs postprocess on one "
+    "process with the output as given and PackedSeqParams fields overridable (R-MEG-1, R-MEG-3, "
+    "R-ERR-1, R-ERR-11)",
+    "api_type_checks": "pack_as_is / unpack_as_is hand a config or plan that is not the "
+    "implementation's PackConfig / Plan to it unchanged (R-ERR-1: TypeError naming the field)",
+    "native_scalars": "native_scalar(value) returns the implementation's own 0-d array holding a "
+    "Python scalar, used as a config field or cp_rank (spec section 0: integers, bools)",
 }
 
 
@@ -112,6 +123,8 @@ class OptionalMethods(Protocol):
         """Capability `unpack`: every rank's rows in rank order -> the B sequences (R-UNPACK-1).
 
         Build your implementation's plan from `meta` (the suite may pass a tampered one, R-ERR-11).
+        Convert the elements that are `np.ndarray`s; pass any other element (and a `shards` that
+        is not a list) through unchanged, so that rejection tests reach your validation.
         """
         ...
 
@@ -132,6 +145,69 @@ class OptionalMethods(Protocol):
         """Capability `distributed`: gather `rows` over the live `torch.distributed` group and
         unpack. Returns the B sequences and, where the result is differentiable, the gradient of
         the sum of all outputs with respect to the local rows (R-MEG-3), else None."""
+        ...
+
+
+class FlatBatchMethods(Protocol):
+    """Capability `flat_batch_checks`."""
+
+    def pack_flat(
+        self, values: np.ndarray, lengths: Any, config: Config, cp_rank: int
+    ) -> tuple[np.ndarray, np.ndarray, Meta]:
+        """Pack the flat values `[sum L, *trail]` split by `lengths` (rank `cp_rank`).
+
+        Convert `values` without copying (the suite checks that a rejection leaves it
+        unchanged). A `lengths` that is a `np.ndarray` becomes your 1-D array type (any shape and
+        dtype, as given, without copying); any other object (a list, a string, None) is passed
+        through unchanged. The suite feeds lengths that do not sum to the rows, negative or
+        non-integer lengths, 2-D lengths: your validation must see them.
+        """
+        ...
+
+
+class MegatronCheckMethods(Protocol):
+    """Capability `megatron_checks`: the adapter's own validation (spec section 12)."""
+
+    def megatron_preprocess_as_is(self, input_ids: Any, config: Config, cp_rank: int) -> Any:
+        """preprocess_thd_engine with `input_ids` exactly as given (a list, an ndarray, None):
+        the suite expects TypeError for anything that is not the adapter's batch type."""
+        ...
+
+    def megatron_postprocess(
+        self, output: np.ndarray, meta: Meta, config: Config, *,
+        params: dict[str, np.ndarray] | None = None,
+    ) -> list[np.ndarray]:
+        """postprocess_thd_engine on one process (`cp_size` 1, no collective): `output` as given
+        (any shape, converted without copying), the PackedSeqParams built from `meta` as
+        `megatron_preprocess` builds it, then each field in `params` (such as `cu_seqlens_q`)
+        replaced by the given int32 array. Returns the B sequences."""
+        ...
+
+
+class ApiTypeMethods(Protocol):
+    """Capability `api_type_checks`: arguments that are not the implementation's own types."""
+
+    def pack_as_is(self, seqs: list[np.ndarray], config: Any, cp_rank: int) -> Any:
+        """pack with `config` handed over unchanged (the suite passes a dict, None, ...)."""
+        ...
+
+    def unpack_as_is(
+        self, shards: list[np.ndarray], meta: Meta, config: Config, *, plan: Any = None,
+        config_obj: Any = None,
+    ) -> Any:
+        """unpack as `unpack` does, except that a non-None `plan` or `config_obj` is handed to
+        the implementation unchanged in place of the plan built from `meta` or the config built
+        from `config`."""
+        ...
+
+
+class NativeScalarMethods(Protocol):
+    """Capability `native_scalars`."""
+
+    def native_scalar(self, value: bool | int | float) -> Any:
+        """Your array type's 0-d array holding `value` (torch: `torch.tensor(value)`). The suite
+        puts it in a config field or cp_rank of `pack` and expects the result for the Python
+        value itself: accepted for an int, TypeError for a bool or float (spec section 0)."""
         ...
 
 

@@ -30,8 +30,13 @@ class ReferenceTarget:
     description = "reference/ (literal NumPy), self-check"
     capabilities = frozenset(
         {"need_roll", "pad_value", "plan", "engine", "contiguous", "unpack", "distributed",
-         "parallel_state_checks", "batch_checks", "unpack_checks"}
+         "parallel_state_checks", "batch_checks", "unpack_checks", "api_type_checks",
+         "native_scalars"}
     )
+    skip_reasons = {
+        "flat_batch_checks": "reference.pack_thd takes a list or tuple of arrays only",
+        "megatron_checks": "the reference has no Megatron adapter",
+    }
 
     def pack(
         self, seqs: Any, config: Config, cp_rank: Any, *, need_roll: Any = False,
@@ -42,6 +47,23 @@ class ReferenceTarget:
             pad_value=pad_value,
         )
         return rows, pos, plain_meta(plan)
+
+    def pack_as_is(self, seqs: list[np.ndarray], config: Any, cp_rank: int) -> Any:
+        """Capability `api_type_checks`: `config` handed over unchanged."""
+        return reference.pack_thd(seqs, config, cp_rank)
+
+    def unpack_as_is(
+        self, shards: list[np.ndarray], meta: Meta, config: Config, *, plan: Any = None,
+        config_obj: Any = None,
+    ) -> Any:
+        """Capability `api_type_checks`: a given `plan` / `config_obj` goes in unchanged."""
+        return reference.unpack_thd(
+            shards, _plan_from_meta(meta) if plan is None else plan,
+            reference.PackConfig(**config) if config_obj is None else config_obj)
+
+    def native_scalar(self, value: bool | int | float) -> Any:
+        """Capability `native_scalars`: a 0-d NumPy array."""
+        return np.array(value)
 
     def plan(self, seqlens: Any, config: Config) -> Meta:
         return plain_meta(reference.plan_thd(seqlens, reference.PackConfig(**config)))

@@ -150,6 +150,12 @@ class VerlTarget:
             "enforces their shapes; the suite's single-process stand-in cannot judge that",
             "batch_checks": "verl takes a nested jagged tensor, whose constructor enforces one "
             "dtype and one trailing shape",
+            "flat_batch_checks": "verl takes a nested jagged tensor only (no flat values with "
+            "lengths=)",
+            "megatron_checks": "not wired up for verl: the verl adapter drives "
+            "preprocess/postprocess with well-formed nested tensors and params only",
+            "api_type_checks": "verl has no PackConfig or Plan types to misuse",
+            "native_scalars": "verl reads the sizes from Megatron's parallel state",
         }
 
     def _call_pre(
