@@ -263,5 +263,5 @@ bad_lengths = st.sampled_from([-1, -100, INT32_MAX + 1, 2**40, True, 1.5, "3", N
                                np.int64(3), np.int32(-1)])
 UNPACK_FAULTS = ("too-few-shards", "too-many-shards", "short-shard", "long-shard",
                  "trail-mismatch", "dtype-mismatch", "total-mismatch", "shards-stacked",
-                 "shards-none")
+                 "shards-none", "shards-dict", "element-list", "element-none")
 bad_unpacks = st.sampled_from(UNPACK_FAULTS)

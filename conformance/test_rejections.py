@@ -201,7 +201,7 @@ def _bad_unpack(kind: str) -> tuple[list[np.ndarray], dict[str, Any], dict[str, 
     config = dict(BASE_CONFIG)
     plan = reference.plan_thd([5, 3], reference.PackConfig(**config))
     meta = {k: getattr(plan, k) for k in h.META_ARRAYS + h.META_INTS}
-    shards = [np.zeros((plan.local_rows, 2), np.int64) for _ in range(2)]
+    shards = [np.zeros((plan.local_rows, 11), np.int64) for _ in range(2)]
     if kind == "too-few-shards":
         shards = shards[:1]
     elif kind == "too-many-shards":
@@ -209,9 +209,9 @@ def _bad_unpack(kind: str) -> tuple[list[np.ndarray], dict[str, Any], dict[str, 
     elif kind == "short-shard":
         shards[1] = shards[1][:-1]
     elif kind == "long-shard":
-        shards[0] = np.zeros((plan.local_rows + 2, 2), np.int64)
+        shards[0] = np.zeros((plan.local_rows + 2, 11), np.int64)
     elif kind == "trail-mismatch":
-        shards[1] = np.zeros((plan.local_rows, 3), np.int64)
+        shards[1] = np.zeros((plan.local_rows, 13), np.int64)
     elif kind == "dtype-mismatch":
         shards[1] = shards[1].astype(np.int32)
     elif kind == "total-mismatch":
@@ -220,14 +220,27 @@ def _bad_unpack(kind: str) -> tuple[list[np.ndarray], dict[str, Any], dict[str, 
         shards = np.stack(shards)  # type: ignore[assignment]
     elif kind == "shards-none":
         shards = None  # type: ignore[assignment]
+    elif kind == "shards-dict":
+        shards = dict(enumerate(shards))  # type: ignore[assignment]
+    elif kind == "element-list":
+        shards[1] = shards[1].tolist()  # type: ignore[call-overload]
+    elif kind == "element-none":
+        shards[0] = None  # type: ignore[call-overload]
     return shards, meta, config
+
+
+# The offending value each fault's message must show (spec section 11: the message names the
+# field and the value): the object of the wrong type, or both trailing shapes that differ.
+UNPACK_VALUES = {"shards-stacked": "object", "shards-dict": "object", "element-list": 1,
+                 "element-none": 0, "trail-mismatch": (11, 13)}
 
 
 @pytest.mark.rules("R-ERR-11")
 @pytest.mark.parametrize("kind", UNPACK_FAULTS)
 def test_reject_unpack(kind: str) -> None:
     """unpack: wrong shard count, row count, trailing shape, dtype, a total that is not
-    local_rows * cp_size, or shards that are not a list (TypeError naming shards)."""
+    local_rows * cp_size, or shards that are not a list or hold a non-array (TypeError naming
+    shards and the type it got); a trailing-shape mismatch reports both shapes."""
     h.require("unpack", "unpack_checks")
     shards, meta, config = _bad_unpack(kind)
     ref_plan = reference.Plan(**{k: (np.asarray(v, np.int32) if k in h.META_ARRAYS else v)
@@ -238,6 +251,17 @@ def test_reject_unpack(kind: str) -> None:
     got = h.outcome(lambda: h.target().unpack(shards, meta, dict(config)))
     assert h.snapshot(shards) == before, "unpack changed its input shards"
     h.check_same_rejection(want, got, f"unpack({kind})")
+    value = UNPACK_VALUES.get(kind)
+    message = str(got)
+    if value == "object" and not h.names_object(shards, message):
+        raise h.RuleViolation(f"unpack({kind}): the message {message!r} does not name the "
+                              f"{type(shards).__name__} it got", {"R-ERR-1"})
+    if isinstance(value, int) and not h.names_object(shards[value], message):
+        raise h.RuleViolation(f"unpack({kind}): the message {message!r} does not name the "
+                              f"{type(shards[value]).__name__} element", {"R-ERR-1"})
+    if isinstance(value, tuple) and not all(h.names_number(n, message) for n in value):
+        raise h.RuleViolation(f"unpack({kind}): the message {message!r} does not report both "
+                              f"trailing shapes {value}", {"R-ERR-11"})
 
 
 FORGERIES = ("seqlen-above-padded", "negative-seqlen", "padded-not-cu-steps", "cu-not-from-0",
@@ -329,3 +353,183 @@ def test_lengths_edges(seqlens: Any) -> None:
         problems = h.meta_mismatches(h.target().plan(seqlens, {}),
                                      reference.plan_thd(seqlens, reference.PackConfig()))
         assert not problems, "; ".join(problems)
+
+
+# Flat values [rows, *trail] with lengths= (capability `flat_batch_checks`): (lengths, rows,
+# trail). The reference has no flat form; where plan_thd rejects the lengths alone, its error
+# class is the expected one, and lengths that do not sum to the rows are a ValueError (a shape
+# that contradicts the lengths, as R-ERR-9's mismatched shapes).
+FLAT_FAULTS: dict[str, tuple[Any, int, tuple[int, ...]]] = {
+    "sum-short": ([3, 4], 8, ()),
+    "sum-long": ([3, 9], 8, ()),
+    "sum-short-trail": ([3, 4], 8, (3,)),
+    "sum-long-trail": ([5, 6], 8, (2, 2)),
+    "sum-tensor": (np.array([3, 4], np.int64), 8, (3,)),
+    "negative": ([9, -1], 8, ()),
+    "negative-tensor": (np.array([9, -1], np.int32), 8, (3,)),
+    "float-list": ([4.0, 4], 8, ()),
+    "float-tensor": (np.array([4.0, 4.0]), 8, ()),
+    "bool-list": ([True] * 8, 8, ()),
+    "bool-tensor": (np.ones(8, bool), 8, ()),
+    "str": ("44", 8, ()),
+    "2-D": (np.array([[4, 4]]), 8, ()),
+    "empty-list": ([], 0, ()),
+    "empty-tensor": (np.array([], np.int64), 0, (3,)),
+    "above-int32": ([INT32_MAX + 1, -(INT32_MAX + 1) + 8], 8, ()),
+}
+
+
+def _flat_expected(lengths: Any, rows: int) -> tuple[type[BaseException], set[str]]:
+    """The spec's error class for flat values with these lengths, and the rule it enforces."""
+    want = h.outcome(lambda: reference.plan_thd(lengths, reference.PackConfig()))
+    if isinstance(want, TypeError):
+        return TypeError, {"R-ERR-1"}
+    if want is not None:
+        return type(want), {"R-ERR-6", "R-ERR-7", "R-ERR-8"}
+    assert sum(int(n) for n in lengths) != rows, "not a fault"
+    return ValueError, {"R-IN-1", "R-ERR-9"}
+
+
+@pytest.mark.rules("R-IN-1", "R-ERR-1", "R-ERR-6", "R-ERR-7", "R-ERR-8", "R-ERR-9")
+@pytest.mark.parametrize("kind", sorted(FLAT_FAULTS))
+def test_reject_flat_lengths(kind: str) -> None:
+    """Flat values with bad `lengths=`: not summing to the rows (with and without trailing
+    dims), negative, non-integer or bool, 2-D, empty, above INT32_MAX. The spec's error class,
+    a message naming `lengths` (as written: case matters) and, for a sum or a negative length,
+    the offending number; values and lengths unchanged."""
+    h.require("flat_batch_checks")
+    lengths, rows, trail = FLAT_FAULTS[kind]
+    values = np.arange(rows * int(np.prod(trail)), dtype=np.int64).reshape(rows, *trail)
+    expected, rules = _flat_expected(lengths, rows)
+    before = h.snapshot([values, lengths])
+    got = h.outcome(lambda: h.target().pack_flat(values, lengths, dict(BASE_CONFIG), 0))
+    what = f"pack_flat(values {values.shape}, lengths={lengths!r})"
+    if h.snapshot([values, lengths]) != before:
+        raise h.RuleViolation(f"{what}: the call changed its inputs", {"R-ERR-1"})
+    if not isinstance(got, expected):
+        raise h.RuleViolation(f"{what}: expected {expected.__name__}, got {got!r}", rules)
+    message = str(got)
+    if not h._names("lengths", message):
+        raise h.RuleViolation(f"{what}: the message {message!r} does not name 'lengths'", rules)
+    if kind.startswith("sum") and not h.names_number(rows, message):
+        raise h.RuleViolation(f"{what}: the message {message!r} does not report the {rows} "
+                              "rows the lengths contradict (spec section 11: the value)", rules)
+    if kind.startswith("negative") and not h.names_number(-1, message):
+        raise h.RuleViolation(f"{what}: the message {message!r} does not name the length -1",
+                              rules)
+
+
+@pytest.mark.rules("R-IN-1", "R-ROW-1")
+def test_flat_lengths_accepted() -> None:
+    """The look-alikes of the faults above are accepted: lengths as a list, as an int32 array,
+    with NumPy integers and a zero length, each giving the reference's rows for the split batch
+    (so the rejections above are not a target that rejects every flat batch)."""
+    h.require("flat_batch_checks")
+    values = np.arange(24, dtype=np.int64).reshape(8, 3)
+    seqs = [values[:3], values[3:3], values[3:]]
+    want, _, _ = reference.pack_thd(seqs, reference.PackConfig(**BASE_CONFIG), 1)
+    for lengths in ([3, 0, 5], np.array([3, 0, 5], np.int32), [np.int64(3), 0, np.int16(5)]):
+        rows, _, _ = h.target().pack_flat(values, lengths, dict(BASE_CONFIG), 1)
+        assert h.same_value(np.asarray(rows), want), f"lengths={lengths!r}: rows differ"
+
+
+FOREIGN: dict[str, Any] = {"dict": lambda meta, config: (dict(meta), dict(config)),
+           "str": lambda meta, config: ("plan", "config"),
+           "tuple": lambda meta, config: (tuple(meta.values()), tuple(config.values()))}
+
+
+@pytest.mark.rules("R-ERR-1")
+@pytest.mark.parametrize("field", ["plan", "config"])
+@pytest.mark.parametrize("kind", sorted(FOREIGN))
+def test_reject_foreign_plan_or_config(field: str, kind: str) -> None:
+    """unpack_thd / pack_thd called with a plan or config that is not the implementation's
+    Plan / PackConfig (capability `api_type_checks`): TypeError whose message names the field
+    and the type it got, as the reference's does; shards and batch unchanged."""
+    h.require("api_type_checks")
+    config = dict(BASE_CONFIG)
+    seqs = _batch()
+    ref_cfg = reference.PackConfig(**config)
+    ref_rows = [reference.pack_thd(seqs, ref_cfg, r)[0] for r in range(2)]
+    ref_plan = reference.plan_thd([5, 3], ref_cfg)
+    meta = {k: getattr(ref_plan, k) for k in h.META_ARRAYS + h.META_INTS}
+    bad_plan, bad_config = FOREIGN[kind](meta, config)
+    bad: Any = bad_plan if field == "plan" else bad_config
+    calls: dict[str, tuple[Any, Any]] = {
+        "unpack": (lambda: reference.unpack_thd(ref_rows, bad if field == "plan" else ref_plan,
+                                                bad if field == "config" else ref_cfg),
+                   lambda: h.target().unpack_as_is(
+                       ref_rows, meta, config, **{"plan" if field == "plan" else "config_obj":
+                                                  bad})),
+    }
+    if field == "config":
+        calls["pack"] = (lambda: reference.pack_thd(seqs, bad, 0),
+                         lambda: h.target().pack_as_is(seqs, bad, 0))
+    for api, (ref_call, target_call) in calls.items():
+        want = h.outcome(ref_call)
+        assert isinstance(want, TypeError), f"reference {api}: {want!r}"
+        before = h.snapshot(ref_rows + seqs)
+        got = h.outcome(target_call)
+        assert h.snapshot(ref_rows + seqs) == before, f"{api} changed its inputs"
+        what = f"{api} with a {type(bad).__name__} as {field}"
+        h.check_same_rejection(want, got, what, {"R-ERR-1"}, (field,))
+        if not h.names_object(bad, str(got)):
+            raise h.RuleViolation(f"{what}: the message {str(got)!r} does not name what it got "
+                                  f"({type(bad).__name__})", {"R-ERR-1"})
+
+
+@pytest.mark.rules("R-IN-3", "R-IN-4", "R-ERR-1")
+@pytest.mark.parametrize("field", ["tp_size", "cp_size", "bucket", "min_local_rows", "cp_rank"])
+@pytest.mark.parametrize("value", [1, True, False, 1.0], ids=["1", "True", "False", "1.0"])
+def test_native_scalars(field: str, value: bool | int | float) -> None:
+    """The target's own 0-d array (capability `native_scalars`, e.g. `torch.tensor(True)`) as a
+    size, bucket or cp_rank behaves as the Python scalar it holds: an int is accepted with the
+    reference's rows; a bool or a float is not an integer (spec section 0) and raises TypeError."""
+    h.require("native_scalars")
+    native = h.target().native_scalar(value)
+    config = dict(BASE_CONFIG)
+    cp_rank: Any = 0
+    if field == "cp_rank":
+        cp_rank, rank_value = native, value
+    else:
+        config[field], rank_value = native, 0
+    ref_config = {**config, **({} if field == "cp_rank" else {field: value})}
+    want = h.outcome(lambda: reference.PackConfig(**ref_config)) or h.outcome(
+        lambda: reference.pack_thd(_batch(), reference.PackConfig(**ref_config), rank_value))
+    got_holder: list[Any] = []
+    got = h.outcome(lambda: got_holder.append(h.target().pack(_batch(), config, cp_rank)))
+    what = f"pack with {field}={native!r}"
+    h.check_same_rejection(want, got, what, _by_class("R-ERR-2")(want), (field,))
+    if want is None:
+        ref_rows = reference.pack_thd(_batch(), reference.PackConfig(**ref_config),
+                                      rank_value)[0]
+        assert h.same_value(np.asarray(got_holder[0][0]), ref_rows), f"{what}: rows differ"
+
+
+# (batch, what its error message must show): spec section 11, "the error message names the
+# field and the offending value".
+BATCH_MESSAGES: dict[str, tuple[list[Any], tuple[str, ...]]] = {
+    "trail-mismatch": ([np.zeros((2, 11)), np.zeros((3, 13))], ("11", "13")),
+    "trail-rank": ([np.zeros((2, 11)), np.zeros((3, 11, 1))], ("11", "1")),
+    "dtype-mismatch": ([np.zeros(2, np.int64), np.zeros(2, np.int32)], ("int64", "int32")),
+    "list-element": ([np.zeros(2), [1.0, 2.0]], ("list",)),
+    "str-element": ([np.zeros(2), "ab"], ("str",)),
+}
+
+
+@pytest.mark.rules("R-ERR-1", "R-ERR-9")
+@pytest.mark.parametrize("kind", sorted(BATCH_MESSAGES))
+def test_batch_error_names_values(kind: str) -> None:
+    """A batch with mixed trailing shapes or dtypes, or an element that is not an array: the
+    reference's error class, and a message that shows the offending values (both trailing shapes,
+    both dtypes, the element's type), not just that something is wrong."""
+    h.require("batch_checks")
+    seqs, shown = BATCH_MESSAGES[kind]
+    want = h.outcome(lambda: reference.pack_thd(seqs, reference.PackConfig(), 0))
+    got = h.outcome(lambda: h.target().pack(seqs, {}, 0))
+    rules = {"R-ERR-1"} if isinstance(want, TypeError) else {"R-ERR-9"}
+    h.check_same_rejection(want, got, f"pack({kind})", rules)
+    missing = [s for s in shown if not (h.names_number(int(s), str(got)) if s.isdigit()
+                                        else h._names(s, str(got)))]
+    if missing:
+        raise h.RuleViolation(f"pack({kind}): the message {str(got)!r} does not show {missing}",
+                              rules)
