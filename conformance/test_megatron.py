@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+from typing import Any
 
 import numpy as np
 import pytest
@@ -112,3 +113,86 @@ def test_contiguous_needs_cp_partition_mode() -> None:
     rows, _, _ = h.target().megatron_preprocess(seqs, {"cp_layout": "contiguous"}, 0)
     ref_rows, _, _ = reference.pack_thd(seqs, reference.PackConfig(cp_layout="contiguous"), 0)
     assert np.array_equal(rows[0], ref_rows)
+
+
+@pytest.mark.rules("R-MEG-1", "R-ERR-1")
+@pytest.mark.parametrize("kind", ["list", "ndarray", "none"])
+def test_preprocess_rejects_foreign_input_ids(kind: str) -> None:
+    """input_ids that is not the adapter's batch type (a jagged nested tensor: a list of arrays,
+    a plain NumPy array, None) raises TypeError naming input_ids (R-ERR-1: a batch that is not
+    one of the implementation's batch forms), not an AttributeError from inside."""
+    h.require("megatron_checks")
+    seqs = [np.arange(5, dtype=np.int64), np.arange(3, dtype=np.int64)]
+    input_ids = {"list": seqs, "ndarray": np.zeros((2, 3), np.int64), "none": None}[kind]
+    before = h.snapshot(seqs)
+    got = h.outcome(lambda: h.target().megatron_preprocess_as_is(input_ids, {}, 0))
+    assert h.snapshot(seqs) == before, "preprocess changed its input"
+    if not isinstance(got, TypeError):
+        raise h.RuleViolation(f"preprocess_thd_engine({kind}): expected TypeError, got {got!r}",
+                              {"R-ERR-1"})
+    if not h._names("input_ids", str(got)):
+        raise h.RuleViolation(f"preprocess_thd_engine({kind}): the message {str(got)!r} does "
+                              "not name input_ids", {"R-ERR-1"})
+
+
+# (config, lengths): cp_size 1, so postprocess needs no collective; alignment makes the padded
+# offsets differ from the real ones.
+POST_CASES: dict[str, tuple[dict[str, Any], tuple[int, ...]]] = {
+    "tp2": ({"tp_size": 2}, (3, 5, 0, 2)),
+    "fp8": ({"fp8": True}, (17, 1)),
+    "bucket": ({"bucket": 7}, (4, 4, 1)),
+}
+
+
+def _post_input(
+    name: str,
+) -> tuple[dict[str, Any], list[np.ndarray], np.ndarray, dict[str, Any]]:
+    config, lengths = POST_CASES[name]
+    cfg = reference.PackConfig(**config)
+    seqs = [(np.arange(n * 3, dtype=np.float32) + 100 * i).reshape(n, 3)
+            for i, n in enumerate(lengths)]
+    rows, _, plan = reference.pack_thd(seqs, cfg, 0, pad_value=-7.0)
+    meta = {k: getattr(plan, k) for k in h.META_ARRAYS + h.META_INTS}
+    return config, seqs, rows, meta
+
+
+@pytest.mark.rules("R-MEG-3", "R-UNPACK-1", "R-UNPACK-3")
+@pytest.mark.parametrize("name", sorted(POST_CASES))
+def test_postprocess_uses_padded_offsets(name: str) -> None:
+    """A PackedSeqParams built by hand in Transformer Engine's own convention (cu_seqlens_q and
+    cu_seqlens_kv the real boundaries, the *_padded fields the padded ones): postprocess still
+    returns every sequence, because the rows sit at the padded offsets (R-UNPACK-1's row map is
+    built from seqlens_padded; R-MEG-1 puts them in cu_seqlens_q_padded)."""
+    h.require("megatron_checks")
+    config, seqs, rows, meta = _post_input(name)
+    real = np.asarray(meta["cu_seqlens"], np.int32)
+    assert not np.array_equal(real, meta["cu_seqlens_padded"]), "the case needs padding"
+    for params in ({}, {"cu_seqlens_q": real, "cu_seqlens_kv": real}):
+        outs = h.target().megatron_postprocess(rows[None], meta, config, params=params)
+        assert len(outs) == len(seqs), f"{len(outs)} sequences back, {len(seqs)} in"
+        for i, (g, w) in enumerate(zip(outs, seqs, strict=True)):
+            if not h.same_bits(np.asarray(g), w):
+                raise h.RuleViolation(
+                    f"PackedSeqParams {sorted(params) or 'as preprocess builds it'}: sequence "
+                    f"{i} came back as {np.asarray(g).tolist()}, spec {w.tolist()}",
+                    {"R-MEG-3", "R-UNPACK-1"})
+
+
+@pytest.mark.rules("R-MEG-3", "R-ERR-11")
+@pytest.mark.parametrize("shape", ["no-batch-dim", "batch-2", "rows-short", "rows-long",
+                                   "flat-1d", "scalar"])
+def test_postprocess_rejects_output_shape(shape: str) -> None:
+    """An output that is not `[1, local_rows, *trail]` raises ValueError (a shard whose row count
+    is not local_rows, R-ERR-11), before anything is read; the output is left unchanged."""
+    h.require("megatron_checks")
+    config, _, rows, meta = _post_input("tp2")
+    output = {"no-batch-dim": rows, "batch-2": np.stack([rows, rows]),
+              "rows-short": rows[None, :-2], "rows-long": np.concatenate([rows, rows])[None],
+              "flat-1d": rows[:, 0].copy(), "scalar": np.array(1.0, np.float32)}[shape]
+    output = np.ascontiguousarray(output)
+    before = output.tobytes()
+    got = h.outcome(lambda: h.target().megatron_postprocess(output, meta, config))
+    assert output.tobytes() == before, "postprocess changed its output argument"
+    if not isinstance(got, ValueError):
+        raise h.RuleViolation(f"postprocess of an output of shape {output.shape}: expected "
+                              f"ValueError, got {got!r}", {"R-ERR-11"})
