@@ -50,6 +50,10 @@ def bench(session: nox.Session) -> None:
     session.install("--no-deps", VERL)
     session.install("matplotlib")
     session.run("python", "-m", "bench.run", *session.posargs)  # e.g. `nox -s bench -- --quick`
+    # The same impl and floor timings with glibc's thresholds fixed (freed buffers reused, as a
+    # caching allocator does), so that page faults do not decide the impl/floor ratio.
+    session.run("python", "-m", "bench.run", "--malloc", "steady", "--no-verl", "--no-reference",
+                "--out", "reports/bench-steady.json", *session.posargs)
     # The bucket planner on a synthetic RL length distribution, with the trade-off curve and a
     # short measured torch.compile run (see README, "Choosing a bucket").
     session.run(

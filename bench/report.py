@@ -71,13 +71,15 @@ def render(report: dict[str, Any]) -> str:
             f"{_x(r['unpack_impl_over_floor'])} |")
     out += ["", "### Goals (B = 256, cp = 4, rank 0 calls; min / median / max over the 8 cases)",
             "", "| impl input | verl / impl min | median | goal >= 100 | impl / floor max | median "
-            "| goal <= 5 |", "|---|---|---|---|---|---|---|"]
+            "| goal <= 5 | impl / (batch copy + floor) max |", "|---|---|---|---|---|---|---|---|"]
     for form, g in ((k, v) for k, v in report["goals"].items() if isinstance(v, dict)):
         out.append(f"| {form} | {_x(g['verl_over_impl_min'])} | "
                    f"{_x(g['verl_over_impl_median'])} | "
                    f"{_met(g['verl_speedup_met'])} | "
                    f"{_x(g['impl_over_floor_max'])} | {_x(g['impl_over_floor_median'])} | "
-                   f"{_met(g['floor_met'])} |")
+                   f"{_met(g['floor_met'])} | {_x(g.get('impl_over_cat_floor_max'))} |")
+    if meta.get("malloc"):
+        out += ["", f"Allocator: {meta['malloc']}."]
     oc = report["op_counts"]
     out += ["", "### Torch ops dispatched per call (cp = 4, bucket 512, [L, 8] float32)", "",
             "| call | B = 16 | B = 1024 |", "|---|---|---|"]

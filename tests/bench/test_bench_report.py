@@ -79,3 +79,27 @@ def test_op_counter_counts_dispatched_ops() -> None:
     x = torch.ones(4)
     counts = run.count_ops(lambda: (x + 1).sum())
     assert counts.get("aten.add") == 1 and counts.get("aten.sum") == 1
+
+
+def test_list_goal_reports_the_batch_copy_floor() -> None:
+    """impl / (copy of the batch + floor) is the worst case's ratio, computed from both timings."""
+    cases = [_case("ids", 1.0, 200.0, 0.1), _case("f32x8", 3.0, 300.0, 0.2)]
+    for case, cat_ms in zip(cases, (0.4, 0.8), strict=True):
+        case["pack"]["cat_list"] = _timing(cat_ms)
+        case["ratios"]["impl_over_cat_floor_one"] = run.ratio(
+            case["pack"]["impl_one"],
+            {"median_s": (cat_ms + case["pack"]["floor_one"]["median_s"] * 1e3) / 1e3})
+    goals = run.goals(cases)
+    assert abs(goals["list of tensors"]["impl_over_cat_floor_max"] - 3.0) < 1e-9  # 3 / (0.8 + 0.2)
+    assert "impl_over_cat_floor_max" not in goals["jagged nested tensor"]
+
+
+def test_malloc_note_names_the_allocator_settings(monkeypatch: Any) -> None:
+    """The report says under which glibc thresholds the timings were taken."""
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
+    assert run.malloc_note().startswith("default")
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", run.STEADY_MMAP)
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", run.STEADY_TRIM)
+    note = run.malloc_note()
+    assert note.startswith("steady") and run.STEADY_MMAP in note and run.STEADY_TRIM in note
