@@ -6,11 +6,21 @@ repository so that mutmut's setup.cfg and mutants/ never touch the checkout. Pri
 rate and the surviving mutants, and writes reports/mutation.json.
 
 Usage: python conformance/mutation.py [--workdir DIR] [--max-children N] [--keep]
-                                      [--sample N [--seed S]] [MUTANT ...]
+                                      [--sample N [--seed S]] [--no-distributed]
+                                      [--distributed-timeout S] [--distributed-budget S]
+                                      [MUTANT ...]
 
 A full run checks about 1,700 mutants at roughly 5 s each on 2 cores (over 2 hours);
 `--sample N` checks a seeded uniform random sample of N mutants and reports the kill rate of
 the sample with a 95% interval.
+
+After mutmut, every surviving mutant of impl/megatron.py's `postprocess_thd_engine` and
+`_cp_info` (the code only a real process group reaches) is re-checked with
+conformance/test_distributed.py, run in mutmut's `mutants/` directory with
+`MUTANT_UNDER_TEST=<name>` (about 40 s each on 2 cores; `--distributed-timeout` per mutant,
+`--distributed-budget` for all of them). A failure there, or a hang past the timeout, is a kill,
+reported separately as "killed by the distributed check"; the headline kill rate counts mutmut's
+kills only. The check first runs once without a mutant: if that fails, no mutant is re-checked.
 """
 
 from __future__ import annotations
@@ -22,6 +32,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -46,6 +57,11 @@ pytest_add_cli_args =
     --report-dir=mutation-reports
 """
 GOAL = 0.95
+# Survivors re-checked with the distributed test: the functions only a real group reaches.
+DISTRIBUTED_ONLY = re.compile(r"(^|\.)megatron\.x_(postprocess_thd_engine|_cp_info)__mutmut_\d+$")
+DISTRIBUTED_TEST = ("-m", "pytest", "conformance/test_distributed.py", "--target=impl",
+                    "--hypothesis-profile=ci", "-p", "no:cacheprovider", "-x", "-q",
+                    "--report-dir=mutation-reports-distributed")
 
 
 def _copy_tree(work: Path) -> None:
@@ -92,6 +108,57 @@ def _generate(work: Path) -> None:
         _mutmut(work, "run", "impl.__no_such_mutant__")
 
 
+def _run_distributed(work: Path, mutant: str, timeout: float) -> str:
+    """Run the distributed check under `mutant` ("" = none) in mutants/: "passed", "failed",
+    "timeout" or "error: ..." (pytest could not run the tests, which decides nothing).
+
+    The test starts its own rank processes; a session of their own lets a timeout end them all.
+    """
+    env = dict(os.environ, MUTANT_UNDER_TEST=mutant)
+    env.setdefault("OMP_NUM_THREADS", "1")
+    proc = subprocess.Popen([sys.executable, *DISTRIBUTED_TEST], cwd=work / "mutants", env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return "timeout"
+    if proc.returncode == 0:
+        return "passed"
+    if proc.returncode == 1:
+        return "failed"
+    tail = out.strip().splitlines()[-1:] or [""]
+    return f"error: pytest exit {proc.returncode} ({tail[0][:200]})"
+
+
+def distributed_recheck(work: Path, survivors: list[str], timeout: float,
+                        budget: float) -> dict[str, str]:
+    """Re-check the postprocess / _cp_info survivors with test_distributed.py.
+
+    Returns mutant -> "killed", "timeout" (also a kill), "survived", "not run" (budget spent
+    or the unmutated control failed) or "error: ...".
+    """
+    chosen = [m for m in survivors if DISTRIBUTED_ONLY.search(m)]
+    if not chosen:
+        return {}
+    started = time.time()
+    control = _run_distributed(work, "", timeout)
+    if control != "passed":
+        print(f"distributed check without a mutant: {control}; no mutant re-checked")
+        return {m: "not run" for m in chosen}
+    results: dict[str, str] = {}
+    for name in chosen:
+        if time.time() - started > budget:
+            results[name] = "not run"
+            continue
+        outcome = _run_distributed(work, name, timeout)
+        results[name] = {"failed": "killed", "passed": "survived"}.get(outcome, outcome)
+        print(f"  distributed check, {name}: {results[name]}")
+    return results
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workdir", type=Path, default=None)
@@ -99,6 +166,13 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the scratch copy")
     parser.add_argument("--sample", type=int, default=None, help="check N random mutants")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-distributed", action="store_true",
+                        help="skip re-checking postprocess/_cp_info survivors with "
+                        "test_distributed.py")
+    parser.add_argument("--distributed-timeout", type=float, default=300.0,
+                        help="seconds per mutant for the distributed check (default 300)")
+    parser.add_argument("--distributed-budget", type=float, default=1800.0,
+                        help="seconds for all distributed re-checks (default 1800)")
     parser.add_argument("mutants", nargs="*", help="only these mutant names (re-check)")
     args = parser.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="thd-mutation-"))
@@ -129,11 +203,19 @@ def main() -> int:
     rate = killed / judged if judged else 0.0
     survivors = sorted(m for m, s in statuses.items() if s in ("survived", "no tests"))
     half = 1.96 * math.sqrt(rate * (1 - rate) / judged) if judged else 0.0
+    distributed = ({} if args.no_distributed else
+                   distributed_recheck(work, survivors, args.distributed_timeout,
+                                       args.distributed_budget))
+    dist_killed = sorted(m for m, r in distributed.items() if r in ("killed", "timeout"))
+    rate_all = (killed + len(dist_killed)) / judged if judged else 0.0
     report = {"tool": "mutmut", "target": "impl", "profile": "ci", "counts": counts,
               "kill_rate": rate, "interval95": [max(0.0, rate - half), min(1.0, rate + half)]
               if args.sample else None, "sample": len(chosen) if args.sample else None,
               "goal": GOAL, "seconds": round(time.time() - started),
-              "survivors": survivors, "workdir": str(work)}
+              "distributed_check": distributed, "killed_by_distributed_check": dist_killed,
+              "kill_rate_with_distributed_check": rate_all,
+              "survivors": survivors,
+              "workdir": str(work)}
     out = ROOT / "reports" / "mutation.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")
@@ -142,8 +224,13 @@ def main() -> int:
     if args.sample:
         low, high = max(0.0, rate - half), min(1.0, rate + half)
         print(f"sample of {len(chosen)}: 95% interval {low:.1%} .. {high:.1%}")
+    if distributed:
+        print(f"killed by the distributed check: {len(dist_killed)} of {len(distributed)} "
+              f"re-checked postprocess/_cp_info survivors; counting them, "
+              f"{killed + len(dist_killed)}/{judged} = {rate_all:.1%}")
     for name in survivors:
-        print(f"  survived: {name}")
+        note = " (killed by the distributed check)" if name in dist_killed else ""
+        print(f"  survived: {name}{note}")
     print(f"inspect one: cd {work} && {sys.executable} -m mutmut show <name>")
     if not args.keep and args.workdir is None and rate >= GOAL:
         shutil.rmtree(work, ignore_errors=True)
