@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# Implements THD packing spec 1.0.0
+# Implements THD packing spec 1.0.1
 """Row maps as segment tables, and their expansion into per-row indices (spec §5, §7, §8, §9).
 
 A rank's local rows are a concatenation of *segments*: runs of rows whose source offsets are

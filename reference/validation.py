@@ -13,8 +13,13 @@ INT32_MAX = 2**31 - 1
 
 
 def as_integer(name: str, value: Any) -> int:
-    """R-ERR-1: an integer is anything `operator.index` accepts, except bool."""
-    if isinstance(value, bool) or type(value).__name__ == "bool_":
+    """R-ERR-1: an integer is anything `operator.index` accepts, except bool and anything with
+    a bool dtype (spec §0)."""
+    if (
+        isinstance(value, bool)
+        or type(value).__name__ == "bool_"
+        or str(getattr(value, "dtype", "")) in ("bool", "torch.bool")
+    ):
         raise TypeError(f"{name} must be an integer, got bool {value!r}")
     try:
         return operator.index(value)

@@ -679,6 +679,10 @@ CONFIG_FAULTS: list[tuple[str, Any, type[Exception]]] = [
     ("bucket", 0, ValueError),
     ("bucket", -512, ValueError),
     ("min_local_rows", True, TypeError),
+    # spec 1.0.1 §0: a bool dtype is not an integer, even where operator.index takes it
+    ("tp_size", np.array(True), TypeError),
+    ("cp_size", np.bool_(True), TypeError),
+    ("bucket", np.array(False), TypeError),
     ("min_local_rows", 128.0, TypeError),
     ("min_local_rows", "128", TypeError),
     ("min_local_rows", 0, ValueError),
