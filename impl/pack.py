@@ -52,17 +52,10 @@ class Batch:
         self.values = values
         self.lengths = lengths
         self.src_start = src_start  # None: the exclusive cumsum of the lengths
-        self.parts = parts  # list input: concatenated only once every check has passed
+        self.parts = parts  # list input (values None): copied once, when rows are gathered
         self.trail = trail
         self.dtype = dtype
         self.device = device
-
-    def flat_values(self) -> torch.Tensor:
-        """The values buffer; a list input is concatenated here (its only copy of the data)."""
-        if self.values is None:
-            assert self.parts is not None
-            self.values = torch.cat(list(self.parts), dim=0)
-        return self.values
 
 
 # Reads a tensor subclass's attributes without its __torch_function__ (a few us each for
@@ -293,16 +286,14 @@ def pack_batch(
     rank: int,
     need_roll: bool,
     fill: Fill,
-    host: tuple[torch.Tensor, torch.Tensor] | None = None,
+    host: tuple[torch.Tensor, torch.Tensor],
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Gather rank `rank`'s rows and position ids from a checked batch (R-ROW-*, R-POS-*).
 
-    `host` is the plan's padded lengths and padded offsets as CPU int64, when at hand.
+    `host` is the plan's padded lengths and padded offsets as CPU int64 (`plan_with_host`).
     """
     rows_n = plan.local_rows
     shift = 1 if need_roll else 0
-    if host is None:
-        host = (plan.seqlens_padded.to(torch.int64), plan.cu_seqlens_padded.to(torch.int64))
     src_start = batch.src_start
     if src_start is None:
         src_start = plan.cu_seqlens[:-1].to(torch.int64)
@@ -331,10 +322,11 @@ def pack_batch(
             (rows_n, *batch.trail), fill.value, dtype=fill.view or batch.dtype, device=device
         )
         return as_dtype(rows, batch.dtype), pos
+    values = batch.values  # None for a list
     if listed:
         index = index_dtype(2 * n_src, 2 * rows_n + 2)
     else:
-        values = batch.flat_values()
+        assert values is not None
         index = index_dtype(values.shape[0], rows_n + 1)
     # R-POS-2, R-ROLL-1: position id = offset (+1 with need_roll) of the row's source; and the
     # row's index in the source, negative (or, for a list, >= n_src) on padding rows.
@@ -350,6 +342,7 @@ def pack_batch(
         idx.clamp_(max=n_src)
         rows = as_dtype(source, fill.view).index_select(0, idx)  # R-ROW-1, R-ROW-2
         return as_dtype(rows, batch.dtype), pos
+    assert values is not None
     source = as_dtype(values, fill.view)
     pad_rows = padding_rows(seg, rows_n - n_real, rows_n, idx.element_size(), device)
     if pad_rows is None:

@@ -93,8 +93,8 @@ def unpack_flat(
     local_rows = shards[0].shape[0]
     starts, d = unpack_segments(lengths, cup[1:] - cup[:-1], cu, cup, cp, layout, local_rows)
     first = shards[0]
-    if n == 0:
-        return first.new_empty((0, *first.shape[1:]))
+    # No early return for n == 0: an empty gather from the shards keeps the result in the
+    # autograd graph (R-MEG-3), so a backward through an all-empty batch gives zero gradients.
     bits = bits_view(first.dtype)
     if bits is not None:  # kernels missing for this dtype: move the bits instead
         shards = [s.view(bits) for s in shards]
