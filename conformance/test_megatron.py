@@ -14,6 +14,7 @@ import reference
 
 from . import harness as h
 from .strategies import Batch, PackCase, batches, configs, pack_cases
+from .targets.protocol import plain_meta
 
 
 def _has_cp_partition_mode() -> bool:
@@ -94,6 +95,56 @@ def test_postprocess_single_rank(case: PackCase) -> None:
             "gradient on the local rows is not 1 on real rows and 0 on padding"
 
 
+def _check_local_grad(grad: np.ndarray | None, plan: Any, cfg: Any, rank: int,
+                     what: str) -> None:
+    """R-MEG-3: the gradient of the outputs' sum on a rank's own rows is 1 on real rows and 0 on
+    padding, so the local rows stayed in the autograd graph."""
+    if grad is None:
+        return
+    real = np.array([src.real for src in reference.row_map(plan, cfg, rank)], dtype=bool)
+    assert np.shape(grad)[0] == len(real), \
+        f"{what}: rank {rank} holds {np.shape(grad)[0]} rows, spec {len(real)}"
+    flat = np.asarray(grad).reshape(len(real), int(np.prod(np.shape(grad)[1:])))
+    expected = np.broadcast_to(real[:, None], flat.shape).astype(flat.dtype)
+    assert np.array_equal(flat, expected), (
+        f"{what}: rank {rank}: gradient on the local rows is not 1 on real rows and 0 on "
+        "padding (the local output left the autograd graph)")
+
+
+@pytest.mark.rules("R-MEG-3", "R-UNPACK-1", "R-UNPACK-2", "R-UNPACK-3")
+@h.prop_settings(0.5)
+@example(PackCase(config={"cp_size": 2}, batch=Batch((5, 0, 13, 1), trail=(3,),
+                                                      dtype="float32", seed=1)))
+@example(PackCase(config={"cp_size": 4, "cp_layout": "contiguous", "tp_size": 3},
+                  batch=Batch((40, 7, 0), dtype="float64", seed=2)))
+@example(PackCase(config={"cp_size": 3, "fp8": True, "bucket": 96},
+                  batch=Batch((0, 17), trail=(2,), dtype="int64", seed=3)))
+@given(pack_cases(caps=frozenset({"contiguous"}), need_roll=False,
+                  config=configs(cp=st.integers(2, 5)),
+                  batch=batches(max_batch=10, budget=300,
+                                dtypes=("float32", "float64", "int64", "bool"))))
+def test_postprocess_every_rank_in_process(case: PackCase) -> None:
+    """postprocess_thd_engine on every CP rank, its all_gather answered in this process with
+    every rank's reference rows (capability `local_gather`): each rank gets the whole batch back,
+    bit for bit, its own rows carry gradient 1 where real and 0 where padding, and the gather
+    goes over the CP group it was given. The same check as the distributed one, without
+    processes, so that every example and layout is cheap."""
+    h.require("local_gather")
+    seqs = case.batch.arrays()
+    cfg = h.ref_config(case.config)
+    plan = reference.plan_thd(list(case.batch.lengths), cfg)
+    shards = [reference.pack_thd(seqs, cfg, r)[0] for r in range(case.cp_size)]
+    want = reference.unpack_thd(shards, plan, cfg)
+    for rank in range(case.cp_size):
+        outs, grad = h.target().gathered_unpack(shards, plain_meta(plan), dict(case.config),
+                                                rank)
+        assert len(outs) == len(want), f"rank {rank}: {len(outs)} sequences, spec {len(want)}"
+        for i, (g, w) in enumerate(zip(outs, want, strict=True)):
+            assert h.same_bits(np.asarray(g), w), \
+                f"rank {rank} sequence {i}: {np.asarray(g)!r}, spec {w!r}"
+        _check_local_grad(grad, plan, cfg, rank, str(case))
+
+
 @pytest.mark.rules("R-MEG-2")
 def test_contiguous_needs_cp_partition_mode() -> None:
     """Without PackedSeqParams.cp_partition_mode, contiguous cp > 1 raises ValueError before
@@ -106,8 +157,11 @@ def test_contiguous_needs_cp_partition_mode() -> None:
         _, params, _ = h.target().megatron_preprocess(seqs, config, 0)
         assert params.get("cp_partition_mode") == "contiguous"
     else:
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError) as caught:
             h.target().megatron_preprocess(seqs, config, 0)
+        # spec section 11: the message names the field and the value
+        assert h._names("cp_layout", str(caught.value)) and "contiguous" in str(caught.value), \
+            f"the message {str(caught.value)!r} does not name cp_layout='contiguous'"
     assert all(np.array_equal(a, b) for a, b in zip(seqs, before, strict=True))
     # cp_size 1 needs no partition mode at all.
     rows, _, _ = h.target().megatron_preprocess(seqs, {"cp_layout": "contiguous"}, 0)
@@ -133,6 +187,41 @@ def test_preprocess_rejects_foreign_input_ids(kind: str) -> None:
     if not h._names("input_ids", str(got)):
         raise h.RuleViolation(f"preprocess_thd_engine({kind}): the message {str(got)!r} does "
                               "not name input_ids", {"R-ERR-1"})
+    kind_name = type(input_ids).__name__
+    if kind_name not in str(got):
+        raise h.RuleViolation(f"preprocess_thd_engine({kind}): the message {str(got)!r} does "
+                              f"not name the type it got ({kind_name})", {"R-ERR-1"})
+
+
+def _nested(lengths: tuple[int, ...]) -> Any:
+    import torch
+
+    return torch.nested.nested_tensor([torch.arange(n) for n in lengths], layout=torch.jagged)
+
+
+@pytest.mark.rules("R-ERR-4", "R-MEG-2")
+@pytest.mark.parametrize("step", ["preprocess", "postprocess"])
+@pytest.mark.parametrize("layout", ["ring", "Zigzag", ""])
+def test_adapter_rejects_cp_layout(step: str, layout: str) -> None:
+    """An unknown cp_layout given to the adapter raises ValueError naming cp_layout and the
+    value (R-ERR-4), in preprocess and in postprocess, before any data is read."""
+    h.require("megatron_checks")
+    if step == "preprocess":
+        got = h.outcome(lambda: h.target().megatron_preprocess_as_is(
+            _nested((3, 2)), {}, 0, cp_layout=layout))
+    else:
+        config = {"tp_size": 1}
+        seqs = [np.arange(3, dtype=np.int64), np.arange(2, dtype=np.int64)]
+        rows, _, meta = h.target().pack(seqs, config, 0)
+        got = h.outcome(lambda: h.target().megatron_postprocess(rows[None], meta, config,
+                                                                cp_layout=layout))
+    if not isinstance(got, ValueError):
+        raise h.RuleViolation(f"{step} with cp_layout={layout!r}: expected ValueError, got "
+                              f"{got!r}", {"R-ERR-4"})
+    message = str(got)
+    if not h._names("cp_layout", message) or repr(layout) not in message:
+        raise h.RuleViolation(f"{step} with cp_layout={layout!r}: the message {message!r} does "
+                              "not name cp_layout and the value", {"R-ERR-4"})
 
 
 # (config, lengths): cp_size 1, so postprocess needs no collective; alignment makes the padded

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import torch
@@ -82,17 +83,18 @@ def distributed_unpack(rows: np.ndarray, meta: Meta, config: Config, cp_rank: in
     return unpack_with_grad(rows, post)
 
 
-def preprocess_as_is(input_ids: Any, config: Config, cp_rank: int) -> Any:
-    """preprocess_thd_engine with `input_ids` exactly as the suite gave it (R-ERR-1)."""
+def preprocess_as_is(input_ids: Any, config: Config, cp_rank: int, **adapter: Any) -> Any:
+    """preprocess_thd_engine with `input_ids` exactly as the suite gave it (R-ERR-1), and the
+    adapter's own keyword arguments in `adapter` (e.g. `cp_layout`, `local_cp_size`)."""
     from impl import megatron
 
     cfg = _full(config)
     with fake_parallel_state(cfg["tp_size"], cfg["cp_size"], cp_rank):
-        return megatron.preprocess_thd_engine(input_ids)
+        return megatron.preprocess_thd_engine(input_ids, **adapter)
 
 
 def postprocess_one(output: np.ndarray, meta: Meta, config: Config,
-                    params: dict[str, np.ndarray]) -> list[np.ndarray]:
+                    params: dict[str, np.ndarray], **adapter: Any) -> list[np.ndarray]:
     """postprocess_thd_engine on one process (cp_size 1): `output` as given, PackedSeqParams
     from `meta` with the fields in `params` replaced (R-MEG-3, R-ERR-11)."""
     from impl import megatron
@@ -106,5 +108,36 @@ def postprocess_one(output: np.ndarray, meta: Meta, config: Config,
                                            layout=torch.jagged)
     with fake_parallel_state(cfg["tp_size"], cfg["cp_size"], 0):
         out = megatron.postprocess_thd_engine(torch.from_numpy(output), packed, input_ids,
-                                              len(lengths))
+                                              len(lengths), **adapter)
     return [p.numpy() for p in out.unbind()]
+
+
+class _CPGroup:
+    """Stands for the CP process group: the in-process all_gather accepts no other group."""
+
+
+def gathered_unpack(shards: list[np.ndarray], meta: Meta, config: Config,
+                    cp_rank: int) -> tuple[list[np.ndarray], np.ndarray | None]:
+    """postprocess_thd_engine of rank `cp_rank` with torch.distributed.all_gather answered in
+    this process by `shards` (R-MEG-3). The gather must go over the CP group, hand over the
+    local rows unchanged, and ask for one tensor per CP rank."""
+    group = _CPGroup()
+    parts = [torch.from_numpy(np.ascontiguousarray(s))[None] for s in shards]
+
+    def all_gather(output_list: list[torch.Tensor], tensor: torch.Tensor, group: Any = None,
+                   async_op: bool = False) -> None:
+        if group is not expected:
+            raise AssertionError(f"all_gather over {group!r}, not the CP group")
+        if len(output_list) != len(parts):
+            raise AssertionError(f"all_gather into {len(output_list)} tensors, cp_size "
+                                 f"{len(parts)}")
+        mine = parts[cp_rank]
+        if tensor.shape != mine.shape or tensor.detach().numpy().tobytes() != \
+                mine.numpy().tobytes():
+            raise AssertionError("all_gather was handed something other than the local rows")
+        for out, part in zip(output_list, parts, strict=True):
+            out.copy_(part)
+
+    expected = group
+    with mock.patch.object(torch.distributed, "all_gather", all_gather):
+        return distributed_unpack(shards[cp_rank], meta, config, cp_rank, group)

@@ -74,7 +74,7 @@ class ImplTarget:
         {"need_roll", "pad_value", "plan", "engine", "contiguous", "unpack", "megatron",
          "distributed", "parallel_state_checks", "batch_checks", "unpack_checks",
          "batch_forms", "row_map", "forged_plan_checks", "flat_batch_checks",
-         "megatron_checks", "api_type_checks", "native_scalars"}
+         "megatron_checks", "api_type_checks", "native_scalars", "local_gather"}
     )
     # impl.pack_thd also takes a jagged nested tensor (with or without gaps between the
     # sequences in its values buffer) and a flat values tensor with lengths= (R-IN-1).
@@ -130,18 +130,19 @@ class ImplTarget:
         """Capability `native_scalars`: a 0-d torch tensor."""
         return torch.tensor(value)
 
-    def megatron_preprocess_as_is(self, input_ids: Any, config: Config, cp_rank: int) -> Any:
+    def megatron_preprocess_as_is(self, input_ids: Any, config: Config, cp_rank: int,
+                                  **adapter: Any) -> Any:
         from . import _megatron_impl
 
-        return _megatron_impl.preprocess_as_is(input_ids, config, cp_rank)
+        return _megatron_impl.preprocess_as_is(input_ids, config, cp_rank, **adapter)
 
     def megatron_postprocess(
         self, output: np.ndarray, meta: Meta, config: Config, *,
-        params: dict[str, np.ndarray] | None = None,
+        params: dict[str, np.ndarray] | None = None, **adapter: Any,
     ) -> list[np.ndarray]:
         from . import _megatron_impl
 
-        return _megatron_impl.postprocess_one(output, meta, config, params or {})
+        return _megatron_impl.postprocess_one(output, meta, config, params or {}, **adapter)
 
     def row_map(
         self, meta: Meta, config: Config, cp_rank: int
@@ -167,6 +168,14 @@ class ImplTarget:
         cfg = impl.resolve_engine_config(**flags)
         return {k: getattr(cfg, k) for k in
                 ("tp_size", "cp_size", "cp_layout", "fp8", "bucket", "min_local_rows")}
+
+    def gathered_unpack(
+        self, shards: list[np.ndarray], meta: Meta, config: Config, cp_rank: int
+    ) -> tuple[list[np.ndarray], np.ndarray | None]:
+        """Capability `local_gather`: impl/megatron.py's postprocess, collective in process."""
+        from . import _megatron_impl
+
+        return _megatron_impl.gathered_unpack(shards, meta, config, cp_rank)
 
     def megatron_preprocess(
         self, seqs: list[np.ndarray], config: Config, cp_rank: int, *, need_roll: bool = False

@@ -55,6 +55,9 @@ CAPABILITIES: dict[str, str] = {
     "R-ERR-1, R-ERR-11)",
     "api_type_checks": "pack_as_is / unpack_as_is hand a config or plan that is not the "
     "implementation's PackConfig / Plan to it unchanged (R-ERR-1: TypeError naming the field)",
+    "local_gather": "gathered_unpack(shards, meta, config, cp_rank) runs the distributed "
+    "unpack of one rank in this process, its collective answered with every rank's rows, and "
+    "fails if it gathers over a group other than the CP group it was given (R-MEG-3)",
     "native_scalars": "native_scalar(value) returns the implementation's own 0-d array holding a "
     "Python scalar, used as a config field or cp_rank (spec section 0: integers, bools)",
 }
@@ -139,6 +142,14 @@ class OptionalMethods(Protocol):
         `position_ids[None]` (R-MEG-1)."""
         ...
 
+    def gathered_unpack(
+        self, shards: list[np.ndarray], meta: Meta, config: Config, cp_rank: int
+    ) -> tuple[list[np.ndarray], np.ndarray | None]:
+        """Capability `local_gather`: like `distributed_unpack` for rank `cp_rank`, but the
+        all_gather is answered in process with `shards` (every rank's rows, rank order). Returns
+        the B sequences and the gradient of their sum on the local rows (None if not float)."""
+        ...
+
     def distributed_unpack(
         self, rows: np.ndarray, meta: Meta, config: Config, cp_rank: int, group: Any
     ) -> tuple[list[np.ndarray], np.ndarray | None]:
@@ -168,19 +179,23 @@ class FlatBatchMethods(Protocol):
 class MegatronCheckMethods(Protocol):
     """Capability `megatron_checks`: the adapter's own validation (spec section 12)."""
 
-    def megatron_preprocess_as_is(self, input_ids: Any, config: Config, cp_rank: int) -> Any:
+    def megatron_preprocess_as_is(self, input_ids: Any, config: Config, cp_rank: int,
+                                  **adapter: Any) -> Any:
         """preprocess_thd_engine with `input_ids` exactly as given (a list, an ndarray, None):
-        the suite expects TypeError for anything that is not the adapter's batch type."""
+        the suite expects TypeError for anything that is not the adapter's batch type. Keyword
+        arguments in `adapter` (verl's names: `cp_layout`, `local_cp_size`) go to the adapter
+        unchanged."""
         ...
 
     def megatron_postprocess(
         self, output: np.ndarray, meta: Meta, config: Config, *,
-        params: dict[str, np.ndarray] | None = None,
+        params: dict[str, np.ndarray] | None = None, **adapter: Any,
     ) -> list[np.ndarray]:
         """postprocess_thd_engine on one process (`cp_size` 1, no collective): `output` as given
         (any shape, converted without copying), the PackedSeqParams built from `meta` as
         `megatron_preprocess` builds it, then each field in `params` (such as `cu_seqlens_q`)
-        replaced by the given int32 array. Returns the B sequences."""
+        replaced by the given int32 array; keyword arguments in `adapter` go to the adapter.
+        Returns the B sequences."""
         ...
 
 

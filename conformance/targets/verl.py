@@ -156,6 +156,8 @@ class VerlTarget:
             "preprocess/postprocess with well-formed nested tensors and params only",
             "api_type_checks": "verl has no PackConfig or Plan types to misuse",
             "native_scalars": "verl reads the sizes from Megatron's parallel state",
+            "local_gather": "not wired up for verl: its postprocess is checked over a real "
+            "process group (capability distributed) only",
         }
 
     def _call_pre(
