@@ -9,7 +9,6 @@ the functions, so `import impl` never needs it (R-MEG-1..3).
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 from typing import Any
 
@@ -30,11 +29,9 @@ def _megatron() -> tuple[Any, Any]:
 
 
 def packed_seq_params_fields(cls: Any) -> set[str]:
-    """Constructor fields of the installed `PackedSeqParams` (they change across versions)."""
-    if dataclasses.is_dataclass(cls):
-        return {f.name for f in dataclasses.fields(cls)}
-    params = inspect.signature(cls.__init__).parameters
-    return {name for name in params if name != "self"}
+    """Constructor arguments of the installed `PackedSeqParams` (they change across versions;
+    for a dataclass, its init fields)."""
+    return set(inspect.signature(cls).parameters)
 
 
 def _cp_info(mpu: Any, local_cp_size: int | None, group: Any = None) -> tuple[int, int, Any]:
