@@ -285,3 +285,96 @@ def test_postprocess_rejects_output_shape(shape: str) -> None:
     if not isinstance(got, ValueError):
         raise h.RuleViolation(f"postprocess of an output of shape {output.shape}: expected "
                               f"ValueError, got {got!r}", {"R-ERR-11"})
+    if not h._names("output", str(got)) and not h._names("shards", str(got)):
+        raise h.RuleViolation(f"postprocess of an output of shape {output.shape}: the message "
+                              f"{str(got)!r} names neither output nor shards", {"R-ERR-11"})
+
+
+@pytest.mark.rules("R-MEG-3", "R-ERR-11")
+@pytest.mark.parametrize("delta", [-1, 1])
+def test_postprocess_rejects_batch_size(delta: int) -> None:
+    """A batch_size that is not the number of sequences in input_ids raises ValueError naming
+    batch_size and its value (verl's postprocess signature carries both)."""
+    h.require("megatron_checks")
+    config, seqs, rows, meta = _post_input("tp2")
+    wrong = len(seqs) + delta
+    got = h.outcome(lambda: h.target().megatron_postprocess(rows[None], meta, config,
+                                                            batch_size=wrong))
+    if not isinstance(got, ValueError):
+        raise h.RuleViolation(f"postprocess with batch_size={wrong} for {len(seqs)} sequences: "
+                              f"expected ValueError, got {got!r}", {"R-ERR-11"})
+    if not h._names("batch_size", str(got)) or not h.names_number(wrong, str(got)):
+        raise h.RuleViolation(f"postprocess with batch_size={wrong}: the message {str(got)!r} "
+                              "does not name batch_size and its value", {"R-ERR-11"})
+
+
+@pytest.mark.rules("R-MEG-1", "R-MEG-2", "R-SHARD-3")
+@h.prop_settings(0.5)
+@example(PackCase(config={"cp_size": 2, "cp_layout": "contiguous"}, batch=Batch((5, 3))))
+@given(pack_cases(caps=frozenset({"contiguous"}), need_roll=False,
+                  config=configs(cp=st.integers(2, 4)).filter(
+                      lambda c: c["cp_layout"] == "contiguous"),
+                  batch=batches(max_batch=8, budget=200)))
+def test_contiguous_with_cp_partition_mode(case: PackCase) -> None:
+    """Under a megatron-core whose PackedSeqParams has cp_partition_mode (simulated where the
+    installed one lacks it, capability `simulated_megatron`), contiguous cp > 1 is accepted,
+    the field says 'contiguous', and every rank's rows are the spec's contiguous shards."""
+    h.require("simulated_megatron")
+    seqs = case.batch.arrays()
+    want = h.run_reference(case, seqs)
+    for rank in range(case.cp_size):
+        rows, params, _ = h.target().megatron_preprocess_newer(seqs, dict(case.config), rank)
+        if params.get("cp_partition_mode") != "contiguous":
+            raise h.RuleViolation(f"rank {rank}: cp_partition_mode "
+                                  f"{params.get('cp_partition_mode')!r}", {"R-MEG-2"})
+        assert h.same_bits(rows[0], want[rank].rows), f"rank {rank}: rows differ from the spec"
+
+
+@pytest.mark.rules("R-MEG-1", "R-MEG-3")
+@h.prop_settings(0.5)
+@example(PackCase(config={"cp_size": 2}, batch=Batch((5, 0, 3), trail=(2,), dtype="float32")))
+@given(pack_cases(caps=frozenset({"contiguous"}), need_roll=False,
+                  config=configs(cp=st.integers(2, 4)),
+                  batch=batches(max_batch=8, budget=200, dtypes=("float32", "int64"))))
+def test_dynamic_cp_simulated(case: PackCase) -> None:
+    """Dynamic context parallel (verl's `local_cp_size`) under a simulated megatron-core that has
+    `get_dynamic_data_context_parallel_groups` (capability `simulated_megatron`), with Megatron's
+    static CP size set to 1: preprocess packs the shards of cp_size = local_cp_size and hands
+    local_cp_size and the dynamic group to PackedSeqParams; postprocess gathers over that group
+    and returns the batch, the local rows in the autograd graph."""
+    h.require("simulated_megatron")
+    seqs = case.batch.arrays()
+    want = h.run_reference(case, seqs)
+    cfg = h.ref_config(case.config)
+    plan = reference.plan_thd(list(case.batch.lengths), cfg)
+    shards = [want[r].rows for r in range(case.cp_size)]
+    expected = reference.unpack_thd(shards, plan, cfg)
+    for rank in range(case.cp_size):
+        rows, params, _ = h.target().megatron_preprocess_newer(seqs, dict(case.config), rank,
+                                                               dynamic=True)
+        assert h.same_bits(rows[0], want[rank].rows), f"rank {rank}: rows differ from the spec"
+        assert params["dynamic_group_ok"], \
+            f"rank {rank}: PackedSeqParams lack local_cp_size or the dynamic CP group"
+        outs, grad = h.target().gathered_unpack_dynamic(shards, plain_meta(plan),
+                                                        dict(case.config), rank)
+        assert len(outs) == len(expected)
+        for i, (g, w) in enumerate(zip(outs, expected, strict=True)):
+            assert h.same_bits(np.asarray(g), w), f"rank {rank} sequence {i} differs"
+        _check_local_grad(grad, plan, cfg, rank, str(case))
+
+
+@pytest.mark.rules("R-MEG-1")
+def test_dynamic_cp_needs_megatron_support() -> None:
+    """Where the installed megatron-core has no dynamic CP groups, `local_cp_size` raises
+    ValueError naming local_cp_size before touching data (erratum E-9)."""
+    h.require("megatron_checks")
+    from megatron.core import parallel_state
+
+    if hasattr(parallel_state, "get_dynamic_data_context_parallel_groups"):
+        pytest.skip("the installed megatron-core supports dynamic CP")
+    got = h.outcome(lambda: h.target().megatron_preprocess_as_is(_nested((3, 2)), {}, 0,
+                                                                 local_cp_size=2))
+    if not isinstance(got, ValueError) or not h._names("local_cp_size", str(got)):
+        raise h.RuleViolation(f"preprocess with local_cp_size=2 on a megatron-core without "
+                              f"dynamic CP: expected ValueError naming local_cp_size, got "
+                              f"{got!r}", {"R-MEG-1"})

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import inspect
 from collections.abc import Iterator
 from typing import Any
 from unittest import mock
@@ -107,8 +109,9 @@ def postprocess_one(output: np.ndarray, meta: Meta, config: Config,
     input_ids = torch.nested.nested_tensor([torch.zeros(n) for n in lengths],
                                            layout=torch.jagged)
     with fake_parallel_state(cfg["tp_size"], cfg["cp_size"], 0):
+        batch_size = adapter.pop("batch_size", len(lengths))
         out = megatron.postprocess_thd_engine(torch.from_numpy(output), packed, input_ids,
-                                              len(lengths), **adapter)
+                                              batch_size, **adapter)
     return [p.numpy() for p in out.unbind()]
 
 
@@ -141,3 +144,101 @@ def gathered_unpack(shards: list[np.ndarray], meta: Meta, config: Config,
     expected = group
     with mock.patch.object(torch.distributed, "all_gather", all_gather):
         return distributed_unpack(shards[cp_rank], meta, config, cp_rank, group)
+
+
+@contextlib.contextmanager
+def newer_megatron(cp_rank: int) -> Iterator[Any]:
+    """Simulate what releases newer than the installed megatron-core add, for one call:
+    `PackedSeqParams.cp_partition_mode` (where missing) and
+    `parallel_state.get_dynamic_data_context_parallel_groups(group_size=...)`, whose group
+    answers `torch.distributed.get_rank(group=...)` with `cp_rank`. Yields that group."""
+    from megatron.core import packed_seq_params, parallel_state
+
+    base = packed_seq_params.PackedSeqParams
+    newer = base
+    if "cp_partition_mode" not in inspect.signature(base).parameters:
+        newer = dataclasses.make_dataclass(
+            "PackedSeqParams", [("cp_partition_mode", Any, dataclasses.field(default=None))],
+            bases=(base,))
+    group = _CPGroup()
+    asked: list[int] = []
+
+    def get_groups(group_size: int) -> Any:
+        asked.append(group_size)
+        return group
+
+    def get_rank(group: Any = None) -> int:
+        if group is not expected:
+            raise AssertionError(f"get_rank over {group!r}, not the dynamic CP group")
+        return cp_rank
+
+    expected = group
+    with mock.patch.object(packed_seq_params, "PackedSeqParams", newer), \
+            mock.patch.object(parallel_state, "get_dynamic_data_context_parallel_groups",
+                              get_groups, create=True), \
+            mock.patch.object(torch.distributed, "get_rank", get_rank):
+        yield group
+
+
+def preprocess_newer(seqs: list[np.ndarray], config: Config, cp_rank: int, *,
+                     dynamic: bool) -> tuple[np.ndarray, dict[str, Any], np.ndarray]:
+    """preprocess_thd_engine under `newer_megatron`. With `dynamic`, the CP size comes from
+    `local_cp_size` and the parallel state says cp_size 1, so an adapter that ignores
+    local_cp_size packs the wrong shard. The returned dict also says whether the
+    PackedSeqParams carry `local_cp_size` and the dynamic group (`dynamic_group_ok`)."""
+    from impl import megatron
+
+    cfg = _full(config)
+    nested = torch.nested.nested_tensor(
+        [torch.from_numpy(np.ascontiguousarray(s)) for s in seqs], layout=torch.jagged
+    )
+    kwargs: dict[str, Any] = {"use_fp8_padding": cfg["fp8"],
+                              "min_local_rows": cfg["min_local_rows"],
+                              "pad_to_length_bucket": cfg["bucket"], "cp_layout": cfg["cp_layout"]}
+    state_cp = cfg["cp_size"]
+    if dynamic:
+        kwargs["local_cp_size"] = cfg["cp_size"]
+        state_cp = 1
+    with newer_megatron(cp_rank) as group, fake_parallel_state(
+            cfg["tp_size"], state_cp, 0 if dynamic else cp_rank):
+        rows, params, pos = megatron.preprocess_thd_engine(nested, **kwargs)
+    assert pos is not None  # pre_process=True
+    view = params_dict(params)
+    if dynamic:
+        view["dynamic_group_ok"] = (getattr(params, "local_cp_size", None) == cfg["cp_size"]
+                                    and getattr(params, "cp_group", None) is group)
+    return rows.numpy(), view, pos.numpy()
+
+
+def gathered_unpack_dynamic(shards: list[np.ndarray], meta: Meta, config: Config,
+                            cp_rank: int) -> tuple[list[np.ndarray], np.ndarray | None]:
+    """postprocess_thd_engine with `local_cp_size` (dynamic CP) under `newer_megatron`: the group
+    comes from `PackedSeqParams.cp_group`, the parallel state says cp_size 1, and the all_gather
+    is answered in process only over that group."""
+    from impl import megatron
+
+    cfg = _full(config)
+    parts = [torch.from_numpy(np.ascontiguousarray(s))[None] for s in shards]
+    lengths = [int(x) for x in np.asarray(meta["seqlens"])]
+    input_ids = torch.nested.nested_tensor([torch.zeros(n) for n in lengths],
+                                           layout=torch.jagged)
+    layout = {} if cfg["cp_layout"] == "zigzag" else {"cp_layout": cfg["cp_layout"]}
+    with newer_megatron(cp_rank) as group:
+        params = thd_params(meta)
+        params.cp_group = group
+        params.local_cp_size = len(shards)
+
+        def all_gather(output_list: list[torch.Tensor], tensor: torch.Tensor,
+                       group: Any = None, async_op: bool = False) -> None:
+            if group is not params.cp_group:
+                raise AssertionError(f"all_gather over {group!r}, not PackedSeqParams.cp_group")
+            for out, part in zip(output_list, parts, strict=True):
+                out.copy_(part)
+
+        def post(local: torch.Tensor) -> Any:
+            with fake_parallel_state(cfg["tp_size"], 1, 0), \
+                    mock.patch.object(torch.distributed, "all_gather", all_gather):
+                return megatron.postprocess_thd_engine(
+                    local, params, input_ids, len(lengths), local_cp_size=len(shards), **layout)
+
+        return unpack_with_grad(shards[cp_rank], post)

@@ -74,7 +74,8 @@ class ImplTarget:
         {"need_roll", "pad_value", "plan", "engine", "contiguous", "unpack", "megatron",
          "distributed", "parallel_state_checks", "batch_checks", "unpack_checks",
          "batch_forms", "row_map", "forged_plan_checks", "flat_batch_checks",
-         "megatron_checks", "api_type_checks", "native_scalars", "local_gather"}
+         "megatron_checks", "api_type_checks", "native_scalars", "local_gather",
+         "simulated_megatron"}
     )
     # impl.pack_thd also takes a jagged nested tensor (with or without gaps between the
     # sequences in its values buffer) and a flat values tensor with lengths= (R-IN-1).
@@ -168,6 +169,22 @@ class ImplTarget:
         cfg = impl.resolve_engine_config(**flags)
         return {k: getattr(cfg, k) for k in
                 ("tp_size", "cp_size", "cp_layout", "fp8", "bucket", "min_local_rows")}
+
+    def megatron_preprocess_newer(
+        self, seqs: list[np.ndarray], config: Config, cp_rank: int, *, dynamic: bool = False
+    ) -> tuple[np.ndarray, dict[str, Any], np.ndarray]:
+        """Capability `simulated_megatron`: preprocess under a newer megatron-core's API."""
+        from . import _megatron_impl
+
+        return _megatron_impl.preprocess_newer(seqs, config, cp_rank, dynamic=dynamic)
+
+    def gathered_unpack_dynamic(
+        self, shards: list[np.ndarray], meta: Meta, config: Config, cp_rank: int
+    ) -> tuple[list[np.ndarray], np.ndarray | None]:
+        """Capability `simulated_megatron`: postprocess with local_cp_size (dynamic CP)."""
+        from . import _megatron_impl
+
+        return _megatron_impl.gathered_unpack_dynamic(shards, meta, config, cp_rank)
 
     def gathered_unpack(
         self, shards: list[np.ndarray], meta: Meta, config: Config, cp_rank: int

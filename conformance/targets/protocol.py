@@ -58,6 +58,11 @@ CAPABILITIES: dict[str, str] = {
     "local_gather": "gathered_unpack(shards, meta, config, cp_rank) runs the distributed "
     "unpack of one rank in this process, its collective answered with every rank's rows, and "
     "fails if it gathers over a group other than the CP group it was given (R-MEG-3)",
+    "simulated_megatron": "megatron_preprocess_newer(seqs, config, cp_rank, *, dynamic) and "
+    "gathered_unpack_dynamic(shards, meta, config, cp_rank) run the adapter under a simulated "
+    "newer megatron-core (PackedSeqParams.cp_partition_mode; dynamic CP groups for "
+    "local_cp_size), so the contiguous layout (R-MEG-2) and dynamic CP reach the adapter's code "
+    "on an installed release that lacks them",
     "native_scalars": "native_scalar(value) returns the implementation's own 0-d array holding a "
     "Python scalar, used as a config field or cp_rank (spec section 0: integers, bools)",
 }
@@ -140,6 +145,22 @@ class OptionalMethods(Protocol):
     ) -> tuple[np.ndarray, dict[str, Any], np.ndarray]:
         """Capability `megatron`: `rows[None]`, the PackedSeqParams fields as a dict, and
         `position_ids[None]` (R-MEG-1)."""
+        ...
+
+    def megatron_preprocess_newer(
+        self, seqs: list[np.ndarray], config: Config, cp_rank: int, *, dynamic: bool = False
+    ) -> tuple[np.ndarray, dict[str, Any], np.ndarray]:
+        """Capability `simulated_megatron`: `megatron_preprocess` with a PackedSeqParams that has
+        `cp_partition_mode`, and with `dynamic` the CP size given as `local_cp_size` (the
+        parallel state then says cp_size 1); the dict adds `dynamic_group_ok`: the params carry
+        `local_cp_size` and the group `get_dynamic_data_context_parallel_groups` returned."""
+        ...
+
+    def gathered_unpack_dynamic(
+        self, shards: list[np.ndarray], meta: Meta, config: Config, cp_rank: int
+    ) -> tuple[list[np.ndarray], np.ndarray | None]:
+        """Capability `simulated_megatron`: `gathered_unpack` with `local_cp_size` = len(shards)
+        and the group in `PackedSeqParams.cp_group`; the parallel state says cp_size 1."""
         ...
 
     def gathered_unpack(

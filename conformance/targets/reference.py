@@ -38,6 +38,7 @@ class ReferenceTarget:
         "megatron_checks": "the reference has no Megatron adapter",
         "local_gather": "the reference has no Megatron adapter (its distributed_unpack gathers "
         "through the real group only)",
+        "simulated_megatron": "the reference has no Megatron adapter",
     }
 
     def pack(

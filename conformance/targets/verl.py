@@ -158,6 +158,8 @@ class VerlTarget:
             "native_scalars": "verl reads the sizes from Megatron's parallel state",
             "local_gather": "not wired up for verl: its postprocess is checked over a real "
             "process group (capability distributed) only",
+            "simulated_megatron": "not wired up for verl: its adapter is checked against the "
+            "installed megatron-core only",
         }
 
     def _call_pre(
