@@ -265,3 +265,33 @@ def test_config_normalises_integer_likes_to_int() -> None:
         assert type(getattr(config, field)) is int, field
     assert config == impl.PackConfig(tp_size=2, cp_size=2, bucket=512, min_local_rows=3)
     assert hash(config) == hash(impl.PackConfig(tp_size=2, cp_size=2, bucket=512, min_local_rows=3))
+
+
+class _Tagged(torch.Tensor):
+    """A tensor subclass, as a trainer's own tensor types are."""
+
+
+@pytest.mark.rules("R-IN-1", "R-ROW-1", "R-POS-2")
+def test_list_of_tensor_subclasses_packs_like_plain_tensors() -> None:
+    """nn.Parameter and other subclasses skip the one-pass list check and take the ordered checks;
+    the rows and position ids are the same as for plain tensors."""
+    seqs = [s.to(torch.float32) for s in _seqs()]
+    want = _pack_all(seqs)
+    for wrap in (lambda t: torch.nn.Parameter(t.clone(), requires_grad=False),
+                 lambda t: t.clone().as_subclass(_Tagged)):
+        got = _pack_all([wrap(s) for s in seqs])
+        for (rows, pos), (want_rows, want_pos) in zip(got, want, strict=True):
+            assert torch.equal(rows.as_subclass(torch.Tensor), want_rows)
+            assert torch.equal(pos.as_subclass(torch.Tensor), want_pos)
+
+
+@pytest.mark.rules("R-IN-1", "R-ROW-1")
+def test_nested_input_that_requires_grad_backpropagates() -> None:
+    """A nested tensor that requires grad is read through its public accessors, so the packed
+    rows stay connected to it: the gradient of their sum is 1 on every real token."""
+    seqs = [s.to(torch.float32) for s in _seqs()]
+    nt = torch.nested.nested_tensor(seqs, layout=torch.jagged, requires_grad=True)
+    total = sum(impl.pack_thd(nt, CFG, r)[0].sum() for r in range(CFG.cp_size))
+    total.backward()
+    assert nt.grad is not None
+    assert all(torch.equal(g, torch.ones_like(g)) for g in nt.grad.unbind())
