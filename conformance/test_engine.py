@@ -89,16 +89,19 @@ def test_dynamic_context_parallel_rejected(flags: dict[str, Any], error: type) -
     """Dynamic context parallel: without remove-padding ValueError, with a bucket
     NotImplementedError (verl's engine behaviour)."""
     h.require("engine")
-    with pytest.raises(error):
+    with pytest.raises(error) as caught:
         h.target().resolve_engine_config(**flags)
+    assert all(h._names(flag, str(caught.value)) for flag in flags), str(caught.value)
 
 
 @pytest.mark.rules("R-ENGINE-5")
 def test_topk_distillation_rejected_with_bucket() -> None:
     """Top-K distillation cannot use static packed shapes: RuntimeError."""
     h.require("engine")
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError) as caught:
         h.target().resolve_engine_config(pad_to_length=True, distillation_use_topk=True)
+    # spec section 11: the message names the field (which flag forbids which)
+    assert h._names("pad_to_length", str(caught.value)), str(caught.value)
     assert h.target().resolve_engine_config(distillation_use_topk=True)["bucket"] is None
 
 
@@ -106,8 +109,9 @@ def test_topk_distillation_rejected_with_bucket() -> None:
 def test_router_replay_rejected_with_bucket() -> None:
     """Router replay cannot use static packed shapes: RuntimeError."""
     h.require("engine")
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError) as caught:
         h.target().resolve_engine_config(pad_to_length=True, router_replay=True)
+    assert h._names("pad_to_length", str(caught.value)), str(caught.value)
     assert h.target().resolve_engine_config(router_replay=True)["bucket"] is None
 
 

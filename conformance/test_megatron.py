@@ -378,3 +378,53 @@ def test_dynamic_cp_needs_megatron_support() -> None:
         raise h.RuleViolation(f"preprocess with local_cp_size=2 on a megatron-core without "
                               f"dynamic CP: expected ValueError naming local_cp_size, got "
                               f"{got!r}", {"R-MEG-1"})
+
+
+@pytest.mark.rules("R-MEG-3", "R-ERR-11")
+@pytest.mark.parametrize("kind", ["2-D", "float"])
+def test_postprocess_names_malformed_cu_seqlens(kind: str) -> None:
+    """A PackedSeqParams whose cu_seqlens_q_padded is not a 1-D integer array: the error names
+    cu_seqlens_q_padded (spec section 11: the field)."""
+    h.require("megatron_checks")
+    config, _, rows, meta = _post_input("tp2")
+    cu = np.asarray(meta["cu_seqlens_padded"])
+    bad = cu[None] if kind == "2-D" else cu.astype(np.float32)
+    got = h.outcome(lambda: h.target().megatron_postprocess(
+        rows[None], meta, config, params={"cu_seqlens_q_padded": bad}))
+    if kind == "float" and got is None:
+        return  # the adapter's override turns the array into int32 first: nothing to check
+    if not isinstance(got, (TypeError, ValueError)) or not h._names("cu_seqlens_q_padded",
+                                                                    str(got)):
+        raise h.RuleViolation(f"postprocess with a {kind} cu_seqlens_q_padded: expected an "
+                              f"error naming cu_seqlens_q_padded, got {got!r}", {"R-ERR-11"})
+
+
+@pytest.mark.rules("R-MEG-3", "R-UNPACK-1")
+def test_postprocess_without_padded_offsets() -> None:
+    """A PackedSeqParams whose cu_seqlens_q_padded is None (Megatron's default when nothing is
+    padded): postprocess locates the rows by cu_seqlens_q."""
+    h.require("megatron_checks")
+    config, seqs, rows, meta = _post_input("tp2")
+    outs = h.target().megatron_postprocess(rows[None], meta, config,
+                                           params={"cu_seqlens_q_padded": None})
+    assert len(outs) == len(seqs)
+    for i, (g, w) in enumerate(zip(outs, seqs, strict=True)):
+        assert h.same_bits(np.asarray(g), w), f"sequence {i} differs"
+
+
+@pytest.mark.rules("R-MEG-3", "R-ERR-11")
+def test_postprocess_rejects_indivisible_total() -> None:
+    """PackedSeqParams whose padded total is not divisible by cp_size (a forged plan) make
+    postprocess raise ValueError naming cp_size and the total, before gathering
+    (capability `local_gather`)."""
+    h.require("local_gather")
+    meta = {"seqlens": np.array([3], np.int32), "seqlens_padded": np.array([5], np.int32),
+            "cu_seqlens": np.array([0, 3], np.int32),
+            "cu_seqlens_padded": np.array([0, 5], np.int32), "max_seqlen": 5, "total": 5,
+            "local_rows": 2}
+    shards = [np.zeros((2, 3), np.float32), np.ones((2, 3), np.float32)]
+    got = h.outcome(lambda: h.target().gathered_unpack(shards, meta, {"cp_size": 2}, 0))
+    if not isinstance(got, ValueError) or not h._names("cp_size", str(got)) or \
+            not h.names_number(5, str(got)):
+        raise h.RuleViolation(f"postprocess with padded total 5 and cp_size 2: expected "
+                              f"ValueError naming cp_size and 5, got {got!r}", {"R-ERR-11"})

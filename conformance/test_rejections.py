@@ -507,7 +507,10 @@ def test_native_scalars(field: str, value: bool | int | float) -> None:
 
 # (batch, what its error message must show): spec section 11, "the error message names the
 # field and the offending value".
-BATCH_MESSAGES: dict[str, tuple[list[Any], tuple[str, ...]]] = {
+BATCH_MESSAGES: dict[str, tuple[Any, tuple[str, ...]]] = {
+    "not-a-container": ({0: np.zeros(2)}, ("batch|seqs", "dict")),
+    "empty": ([], ("batch|seqs",)),
+    "zero-dim-element": ([np.array(5)], ("batch|seqs",)),
     "trail-mismatch": ([np.zeros((2, 11)), np.zeros((3, 13))], ("11", "13")),
     "trail-rank": ([np.zeros((2, 11)), np.zeros((3, 11, 1))], ("11", "1")),
     "dtype-mismatch": ([np.zeros(2, np.int64), np.zeros(2, np.int32)], ("int64", "int32")),
@@ -528,8 +531,80 @@ def test_batch_error_names_values(kind: str) -> None:
     got = h.outcome(lambda: h.target().pack(seqs, {}, 0))
     rules = {"R-ERR-1"} if isinstance(want, TypeError) else {"R-ERR-9"}
     h.check_same_rejection(want, got, f"pack({kind})", rules)
+    # "a|b": either name will do (the batch parameter is `seqs`; messages may say "batch")
     missing = [s for s in shown if not (h.names_number(int(s), str(got)) if s.isdigit()
-                                        else h._names(s, str(got)))]
+                                        else any(h._names(a, str(got)) for a in s.split("|")))]
     if missing:
         raise h.RuleViolation(f"pack({kind}): the message {str(got)!r} does not show {missing}",
                               rules)
+
+
+# Flat values that are not one array [rows, *trail] (capability `flat_batch_checks`): a list of
+# arrays with lengths= is TypeError naming lengths and the type; 0-d values are ValueError
+# naming the batch (spec section 11: the field and the value).
+FLAT_VALUES: dict[str, tuple[Any, Any, type[BaseException], tuple[str, ...]]] = {
+    "list-with-lengths": ([np.zeros(2), np.zeros(3)], [2, 3], TypeError, ("lengths", "list")),
+    "zero-dim-values": (np.array(5), [1], ValueError, ("batch|values",)),
+}
+
+
+@pytest.mark.rules("R-IN-1", "R-ERR-1", "R-ERR-9")
+@pytest.mark.parametrize("kind", sorted(FLAT_VALUES))
+def test_reject_flat_values(kind: str) -> None:
+    """lengths= belongs to one flat array: with a list of arrays it is a TypeError (not an
+    AttributeError from inside), with 0-d values a ValueError; both name what is wrong."""
+    h.require("flat_batch_checks")
+    values, lengths, expected, shown = FLAT_VALUES[kind]
+    got = h.outcome(lambda: h.target().pack_flat(values, lengths, dict(BASE_CONFIG), 0))
+    rules = {"R-ERR-1"} if expected is TypeError else {"R-ERR-9"}
+    if not isinstance(got, expected):
+        raise h.RuleViolation(f"pack_flat({kind}): expected {expected.__name__}, got {got!r}",
+                              rules)
+    missing = [w for w in shown if not any(h._names(a, str(got)) for a in w.split("|"))]
+    if missing:
+        raise h.RuleViolation(f"pack_flat({kind}): the message {str(got)!r} does not name "
+                              f"{missing}", rules)
+
+
+@pytest.mark.rules("R-ERR-8")
+@pytest.mark.parametrize("first", [7, 200])
+def test_length_beyond_int64_is_named(first: int) -> None:
+    """A length beyond int64 next to a valid one (capability `plan`): ValueError whose message
+    shows that length, not its neighbour (spec section 11: the offending value)."""
+    h.require("plan")
+    seqlens = [first, 2**64]
+    got = h.outcome(lambda: h.target().plan(seqlens, {}))
+    if not isinstance(got, ValueError):
+        raise h.RuleViolation(f"plan({seqlens}): expected ValueError, got {got!r}", {"R-ERR-8"})
+    if not h.names_number(2**64, str(got)):
+        raise h.RuleViolation(f"plan({seqlens}): the message {str(got)!r} does not show 2**64",
+                              {"R-ERR-8"})
+
+
+@pytest.mark.rules("R-ERR-1")
+@pytest.mark.parametrize("kind", sorted(FOREIGN))
+def test_plan_rejects_foreign_config(kind: str) -> None:
+    """plan with a config that is not the implementation's type (capability
+    `api_type_checks`): TypeError naming config and the type it got."""
+    h.require("api_type_checks")
+    config = {"dict": {}, "str": "config", "tuple": ()}[kind]
+    got = h.outcome(lambda: h.target().plan_as_is([3, 4], config))
+    if not isinstance(got, TypeError):
+        raise h.RuleViolation(f"plan with config={config!r}: expected TypeError, got {got!r}",
+                              {"R-ERR-1"})
+    if not h._names("config", str(got)) or type(config).__name__ not in str(got):
+        raise h.RuleViolation(f"plan with config={config!r}: the message {str(got)!r} does not "
+                              f"name config and {type(config).__name__}", {"R-ERR-1"})
+
+
+@pytest.mark.rules("R-IN-5", "R-ROW-2")
+@pytest.mark.parametrize("dtype,value", [("uint32", 2**31), ("uint32", 2**32 - 1),
+                                         ("uint64", 2**63), ("uint16", 2**15)])
+def test_pad_value_at_the_sign_bit(dtype: str, value: int) -> None:
+    """An unsigned pad value at or above the sign bit of the same-width signed type is written
+    exactly (capability `pad_value`): the rows equal the reference's."""
+    h.require("pad_value")
+    seqs = [np.arange(3, dtype=dtype), np.arange(2, dtype=dtype)]
+    want, _, _ = reference.pack_thd(seqs, reference.PackConfig(tp_size=4), 0, pad_value=value)
+    got, _, _ = h.target().pack(seqs, {"tp_size": 4}, 0, pad_value=value)
+    assert h.same_bits(np.asarray(got), want), f"{dtype} pad {value}: {got!r}, spec {want!r}"

@@ -104,7 +104,8 @@ def postprocess_one(output: np.ndarray, meta: Meta, config: Config,
     cfg = _full(config)
     packed = thd_params(meta)
     for key, value in params.items():
-        setattr(packed, key, torch.as_tensor(np.asarray(value), dtype=torch.int32))
+        setattr(packed, key, None if value is None else
+                torch.as_tensor(np.asarray(value), dtype=torch.int32))
     lengths = [int(x) for x in np.asarray(meta["seqlens"])]
     input_ids = torch.nested.nested_tensor([torch.zeros(n) for n in lengths],
                                            layout=torch.jagged)
@@ -147,11 +148,14 @@ def gathered_unpack(shards: list[np.ndarray], meta: Meta, config: Config,
 
 
 @contextlib.contextmanager
-def newer_megatron(cp_rank: int) -> Iterator[Any]:
+def newer_megatron(cp_rank: int, group_size: int = 0,
+                   rank_group: Any = None) -> Iterator[Any]:
     """Simulate what releases newer than the installed megatron-core add, for one call:
     `PackedSeqParams.cp_partition_mode` (where missing) and
-    `parallel_state.get_dynamic_data_context_parallel_groups(group_size=...)`, whose group
-    answers `torch.distributed.get_rank(group=...)` with `cp_rank`. Yields that group."""
+    `parallel_state.get_dynamic_data_context_parallel_groups(group_size=...)`, which must be
+    asked for `group_size` and returns a new group; `torch.distributed.get_rank` answers
+    `cp_rank` for `rank_group` (default: that returned group) and fails for any other. Yields
+    the returned group."""
     from megatron.core import packed_seq_params, parallel_state
 
     base = packed_seq_params.PackedSeqParams
@@ -161,10 +165,11 @@ def newer_megatron(cp_rank: int) -> Iterator[Any]:
             "PackedSeqParams", [("cp_partition_mode", Any, dataclasses.field(default=None))],
             bases=(base,))
     group = _CPGroup()
-    asked: list[int] = []
 
     def get_groups(group_size: int) -> Any:
-        asked.append(group_size)
+        if group_size != expected_size:
+            raise AssertionError(f"dynamic CP groups asked for size {group_size!r}, "
+                                 f"local_cp_size is {expected_size}")
         return group
 
     def get_rank(group: Any = None) -> int:
@@ -172,7 +177,8 @@ def newer_megatron(cp_rank: int) -> Iterator[Any]:
             raise AssertionError(f"get_rank over {group!r}, not the dynamic CP group")
         return cp_rank
 
-    expected = group
+    expected = group if rank_group is None else rank_group
+    expected_size = group_size
     with mock.patch.object(packed_seq_params, "PackedSeqParams", newer), \
             mock.patch.object(parallel_state, "get_dynamic_data_context_parallel_groups",
                               get_groups, create=True), \
@@ -199,7 +205,7 @@ def preprocess_newer(seqs: list[np.ndarray], config: Config, cp_rank: int, *,
     if dynamic:
         kwargs["local_cp_size"] = cfg["cp_size"]
         state_cp = 1
-    with newer_megatron(cp_rank) as group, fake_parallel_state(
+    with newer_megatron(cp_rank, cfg["cp_size"]) as group, fake_parallel_state(
             cfg["tp_size"], state_cp, 0 if dynamic else cp_rank):
         rows, params, pos = megatron.preprocess_thd_engine(nested, **kwargs)
     assert pos is not None  # pre_process=True
@@ -223,9 +229,12 @@ def gathered_unpack_dynamic(shards: list[np.ndarray], meta: Meta, config: Config
     input_ids = torch.nested.nested_tensor([torch.zeros(n) for n in lengths],
                                            layout=torch.jagged)
     layout = {} if cfg["cp_layout"] == "zigzag" else {"cp_layout": cfg["cp_layout"]}
-    with newer_megatron(cp_rank) as group:
+    # The group postprocess must use is the one in PackedSeqParams.cp_group, not a fresh one
+    # from get_dynamic_data_context_parallel_groups (that one fails get_rank and all_gather).
+    own = _CPGroup()
+    with newer_megatron(cp_rank, len(shards), rank_group=own):
         params = thd_params(meta)
-        params.cp_group = group
+        params.cp_group = own
         params.local_cp_size = len(shards)
 
         def all_gather(output_list: list[torch.Tensor], tensor: torch.Tensor,

@@ -108,11 +108,16 @@ class ImplTarget:
     def pack_flat(
         self, values: np.ndarray, lengths: Any, config: Config, cp_rank: int
     ) -> tuple[np.ndarray, np.ndarray, Meta]:
-        """Capability `flat_batch_checks`: `lengths=` as given (an ndarray becomes a tensor)."""
+        """Capability `flat_batch_checks`: `lengths=` as given (an ndarray becomes a tensor);
+        `values` an ndarray (a tensor) or, for rejection tests, a list of arrays (a list)."""
         lens = torch.from_numpy(lengths) if isinstance(lengths, np.ndarray) else lengths
-        rows, pos, plan = impl.pack_thd(torch.from_numpy(values), impl.PackConfig(**config),
-                                        cp_rank, lengths=lens)
+        flat = torch.from_numpy(values) if isinstance(values, np.ndarray) else to_torch(values)
+        rows, pos, plan = impl.pack_thd(flat, impl.PackConfig(**config), cp_rank, lengths=lens)
         return rows.numpy(), pos.numpy(), plain_meta(plan)
+
+    def plan_as_is(self, seqlens: Any, config: Any) -> Any:
+        """Capability `api_type_checks`: `config` handed to plan_thd unchanged."""
+        return impl.plan_thd(seqlens, config)
 
     def pack_as_is(self, seqs: list[np.ndarray], config: Any, cp_rank: int) -> Any:
         """Capability `api_type_checks`: `config` is handed to pack_thd unchanged."""

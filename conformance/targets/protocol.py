@@ -223,6 +223,10 @@ class MegatronCheckMethods(Protocol):
 class ApiTypeMethods(Protocol):
     """Capability `api_type_checks`: arguments that are not the implementation's own types."""
 
+    def plan_as_is(self, seqlens: Any, config: Any) -> Any:
+        """plan with `config` handed over unchanged (the suite passes a dict, None, ...)."""
+        ...
+
     def pack_as_is(self, seqs: list[np.ndarray], config: Any, cp_rank: int) -> Any:
         """pack with `config` handed over unchanged (the suite passes a dict, None, ...)."""
         ...

@@ -51,6 +51,10 @@ class ReferenceTarget:
         )
         return rows, pos, plain_meta(plan)
 
+    def plan_as_is(self, seqlens: Any, config: Any) -> Any:
+        """Capability `api_type_checks`: `config` handed to plan_thd unchanged."""
+        return reference.plan_thd(seqlens, config)
+
     def pack_as_is(self, seqs: list[np.ndarray], config: Any, cp_rank: int) -> Any:
         """Capability `api_type_checks`: `config` handed over unchanged."""
         return reference.pack_thd(seqs, config, cp_rank)
