@@ -414,6 +414,9 @@ def test_reject_flat_lengths(kind: str) -> None:
     if kind.startswith("sum") and not h.names_number(rows, message):
         raise h.RuleViolation(f"{what}: the message {message!r} does not report the {rows} "
                               "rows the lengths contradict (spec section 11: the value)", rules)
+    if kind == "str" and not h._names("str", message):
+        raise h.RuleViolation(f"{what}: the message {message!r} does not name the type it got "
+                              "(str)", rules)
     if kind.startswith("negative") and not h.names_number(-1, message):
         raise h.RuleViolation(f"{what}: the message {message!r} does not name the length -1",
                               rules)
