@@ -160,6 +160,25 @@ def distributed_recheck(work: Path, survivors: list[str], timeout: float,
     return results
 
 
+RECORD = ROOT / "conformance" / "EQUIVALENT_MUTANTS.md"
+
+
+def recorded_groups(path: Path = RECORD) -> dict[str, set[str]]:
+    """Mutant names per tier ("Equivalent", "Unreachable ...") as EQUIVALENT_MUTANTS.md lists
+    them: table cells of the form `` `module.x_function` 3, 17, 20 ``."""
+    groups: dict[str, set[str]] = {}
+    tier = ""
+    for line in path.read_text().splitlines() if path.is_file() else []:
+        if line.startswith("## "):
+            tier = line[3:].split(" (")[0]
+            continue
+        if tier and line.startswith("|"):
+            for fn, nums in re.findall(r"`([\w.\u01c1]+)` ([\d, ]+)", line):
+                for num in re.findall(r"\d+", nums):
+                    groups.setdefault(tier, set()).add(f"impl.{fn}__mutmut_{num}")
+    return groups
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workdir", type=Path, default=None)
@@ -229,8 +248,23 @@ def main() -> int:
         print(f"killed by the distributed check: {len(dist_killed)} of {len(distributed)} "
               f"re-checked postprocess/_cp_info survivors; counting them, "
               f"{killed + len(dist_killed)}/{judged} = {rate_all:.1%}")
+    recorded = recorded_groups()
+    equivalent = recorded.get("Equivalent", set())
+    excused = set().union(*recorded.values()) if recorded else set()
+    left = [m for m in survivors if m not in dist_killed]
+    if not args.sample and not chosen:
+        without = judged - len(equivalent & set(left))
+        rate_eq = (killed + len(dist_killed)) / without if without else 0.0
+        report["kill_rate_without_equivalent"] = rate_eq
+        print(f"without the {len(equivalent & set(left))} survivors recorded as equivalent in "
+              f"EQUIVALENT_MUTANTS.md: {rate_eq:.1%} (goal {GOAL:.0%})")
+    unrecorded = [m for m in left if m not in excused]
+    report["unrecorded_survivors"] = unrecorded
+    out.write_text(json.dumps(report, indent=2) + "\n")
     for name in survivors:
         note = " (killed by the distributed check)" if name in dist_killed else ""
+        if name not in dist_killed and name not in excused:
+            note += " (not recorded in EQUIVALENT_MUTANTS.md)"
         print(f"  survived: {name}{note}")
     print(f"inspect one: cd {work} && {sys.executable} -m mutmut show <name>")
     if not args.keep and args.workdir is None and rate >= GOAL:
