@@ -108,15 +108,4 @@ def test_distributed_unpack(tmp_path: Path, cp: int, world: int) -> None:
                 assert h.same_bits(np.asarray(g), w), (
                     f"case {case}: rank {rank} sequence {i}: {np.asarray(g)!r}, spec {w!r}"
                 )
-            if got["grad"] is not None:
-                real = np.array([src.real for src in reference.row_map(plan, cfg, rank)])
-                grad = np.asarray(got["grad"])
-                assert grad.shape[0] == plan.local_rows, (
-                    f"case {case}: rank {rank} holds {grad.shape[0]} rows, spec "
-                    f"{plan.local_rows}")
-                grad = grad.reshape(plan.local_rows, int(np.prod(grad.shape[1:])))
-                expected = np.broadcast_to(real[:, None].astype(grad.dtype), grad.shape)
-                assert np.array_equal(grad, expected), (
-                    f"case {case}: rank {rank}: gradient on the local rows is not 1 on real "
-                    "rows and 0 on padding (the local output left the autograd graph)"
-                )
+            h.check_local_grad(got["grad"], plan, cfg, rank, f"case {case}")

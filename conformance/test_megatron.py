@@ -85,30 +85,9 @@ def test_postprocess_single_rank(case: PackCase) -> None:
     assert len(outs) == len(seqs)
     for i, (g, w) in enumerate(zip(outs, seqs, strict=True)):
         assert h.same_bits(np.asarray(g), w), f"sequence {i}: {np.asarray(g)!r}, spec {w!r}"
-    if grad is not None:
-        cfg = h.ref_config(case.config)
-        plan = reference.plan_thd(list(case.batch.lengths), cfg)
-        real = np.array([src.real for src in reference.row_map(plan, cfg, 0)], dtype=bool)
-        flat = np.asarray(grad).reshape(len(real), int(np.prod(np.shape(grad)[1:])))
-        expected = np.broadcast_to(real[:, None], flat.shape).astype(flat.dtype)
-        assert np.array_equal(flat, expected), \
-            "gradient on the local rows is not 1 on real rows and 0 on padding"
-
-
-def _check_local_grad(grad: np.ndarray | None, plan: Any, cfg: Any, rank: int,
-                     what: str) -> None:
-    """R-MEG-3: the gradient of the outputs' sum on a rank's own rows is 1 on real rows and 0 on
-    padding, so the local rows stayed in the autograd graph."""
-    if grad is None:
-        return
-    real = np.array([src.real for src in reference.row_map(plan, cfg, rank)], dtype=bool)
-    assert np.shape(grad)[0] == len(real), \
-        f"{what}: rank {rank} holds {np.shape(grad)[0]} rows, spec {len(real)}"
-    flat = np.asarray(grad).reshape(len(real), int(np.prod(np.shape(grad)[1:])))
-    expected = np.broadcast_to(real[:, None], flat.shape).astype(flat.dtype)
-    assert np.array_equal(flat, expected), (
-        f"{what}: rank {rank}: gradient on the local rows is not 1 on real rows and 0 on "
-        "padding (the local output left the autograd graph)")
+    cfg = h.ref_config(case.config)
+    plan = reference.plan_thd(list(case.batch.lengths), cfg)
+    h.check_local_grad(grad, plan, cfg, 0, str(case))
 
 
 @pytest.mark.rules("R-MEG-3", "R-UNPACK-1", "R-UNPACK-2", "R-UNPACK-3")
@@ -142,7 +121,7 @@ def test_postprocess_every_rank_in_process(case: PackCase) -> None:
         for i, (g, w) in enumerate(zip(outs, want, strict=True)):
             assert h.same_bits(np.asarray(g), w), \
                 f"rank {rank} sequence {i}: {np.asarray(g)!r}, spec {w!r}"
-        _check_local_grad(grad, plan, cfg, rank, str(case))
+        h.check_local_grad(grad, plan, cfg, rank, str(case))
 
 
 @pytest.mark.rules("R-MEG-2")
@@ -360,7 +339,7 @@ def test_dynamic_cp_simulated(case: PackCase) -> None:
         assert len(outs) == len(expected)
         for i, (g, w) in enumerate(zip(outs, expected, strict=True)):
             assert h.same_bits(np.asarray(g), w), f"rank {rank} sequence {i} differs"
-        _check_local_grad(grad, plan, cfg, rank, str(case))
+        h.check_local_grad(grad, plan, cfg, rank, str(case))
 
 
 @pytest.mark.rules("R-MEG-1")

@@ -64,25 +64,37 @@ def preprocess(seqs: list[np.ndarray], config: Config, cp_rank: int, *,
     return rows.numpy(), params_dict(params), pos.numpy()
 
 
-def distributed_unpack(rows: np.ndarray, meta: Meta, config: Config, cp_rank: int,
-                       group: Any) -> tuple[list[np.ndarray], np.ndarray | None]:
-    """postprocess_thd_engine over the live group; the gradient proves R-MEG-3's autograd."""
+def _input_ids(meta: Meta) -> tuple[Any, int]:
+    """A jagged nested tensor with the plan's lengths (postprocess reads only its offsets)."""
+    lengths = [int(x) for x in np.asarray(meta["seqlens"])]
+    return torch.nested.nested_tensor([torch.zeros(n) for n in lengths],
+                                      layout=torch.jagged), len(lengths)
+
+
+def _postprocess(rows: np.ndarray, meta: Meta, config: Config, params: Any,
+                 state: tuple[int, int, Any], **adapter: Any,
+                 ) -> tuple[list[np.ndarray], np.ndarray | None]:
+    """postprocess_thd_engine of `rows` under a parallel state of (cp size, cp rank, group),
+    with the layout and `adapter` keywords; the gradient proves R-MEG-3's autograd."""
     from impl import megatron
 
     cfg = _full(config)
-    params = thd_params(meta)
-    lengths = [int(x) for x in np.asarray(meta["seqlens"])]
-    input_ids = torch.nested.nested_tensor([torch.zeros(n) for n in lengths],
-                                           layout=torch.jagged)
+    input_ids, batch_size = _input_ids(meta)
     layout = {} if cfg["cp_layout"] == "zigzag" else {"cp_layout": cfg["cp_layout"]}
 
     def post(local: torch.Tensor) -> Any:
-        with fake_parallel_state(cfg["tp_size"], cfg["cp_size"], cp_rank, group):
-            return megatron.postprocess_thd_engine(
-                local, params, input_ids, len(lengths), **layout
-            )
+        with fake_parallel_state(cfg["tp_size"], *state):
+            return megatron.postprocess_thd_engine(local, params, input_ids, batch_size,
+                                                   **layout, **adapter)
 
     return unpack_with_grad(rows, post)
+
+
+def distributed_unpack(rows: np.ndarray, meta: Meta, config: Config, cp_rank: int,
+                       group: Any) -> tuple[list[np.ndarray], np.ndarray | None]:
+    """postprocess_thd_engine over the live group; the gradient proves R-MEG-3's autograd."""
+    return _postprocess(rows, meta, config, thd_params(meta),
+                        (_full(config)["cp_size"], cp_rank, group))
 
 
 def preprocess_as_is(input_ids: Any, config: Config, cp_rank: int, **adapter: Any) -> Any:
@@ -106,11 +118,9 @@ def postprocess_one(output: np.ndarray, meta: Meta, config: Config,
     for key, value in params.items():
         setattr(packed, key, None if value is None else
                 torch.as_tensor(np.asarray(value), dtype=torch.int32))
-    lengths = [int(x) for x in np.asarray(meta["seqlens"])]
-    input_ids = torch.nested.nested_tensor([torch.zeros(n) for n in lengths],
-                                           layout=torch.jagged)
+    input_ids, count = _input_ids(meta)
     with fake_parallel_state(cfg["tp_size"], cfg["cp_size"], 0):
-        batch_size = adapter.pop("batch_size", len(lengths))
+        batch_size = adapter.pop("batch_size", count)
         out = megatron.postprocess_thd_engine(torch.from_numpy(output), packed, input_ids,
                                               batch_size, **adapter)
     return [p.numpy() for p in out.unbind()]
@@ -120,12 +130,11 @@ class _CPGroup:
     """Stands for the CP process group: the in-process all_gather accepts no other group."""
 
 
-def gathered_unpack(shards: list[np.ndarray], meta: Meta, config: Config,
-                    cp_rank: int) -> tuple[list[np.ndarray], np.ndarray | None]:
-    """postprocess_thd_engine of rank `cp_rank` with torch.distributed.all_gather answered in
-    this process by `shards` (R-MEG-3). The gather must go over the CP group, hand over the
-    local rows unchanged, and ask for one tensor per CP rank."""
-    group = _CPGroup()
+@contextlib.contextmanager
+def _answered_gather(shards: list[np.ndarray], cp_rank: int, group: Any) -> Iterator[None]:
+    """torch.distributed.all_gather answered in this process with `shards` (every rank's rows),
+    for one call. The gather must go over `group`, ask for one tensor per CP rank, and hand over
+    the local rows unchanged."""
     parts = [torch.from_numpy(np.ascontiguousarray(s))[None] for s in shards]
 
     def all_gather(output_list: list[torch.Tensor], tensor: torch.Tensor, group: Any = None,
@@ -144,6 +153,15 @@ def gathered_unpack(shards: list[np.ndarray], meta: Meta, config: Config,
 
     expected = group
     with mock.patch.object(torch.distributed, "all_gather", all_gather):
+        yield
+
+
+def gathered_unpack(shards: list[np.ndarray], meta: Meta, config: Config,
+                    cp_rank: int) -> tuple[list[np.ndarray], np.ndarray | None]:
+    """postprocess_thd_engine of rank `cp_rank` with its all_gather answered in this process by
+    `shards` over the CP group (R-MEG-3)."""
+    group = _CPGroup()
+    with _answered_gather(shards, cp_rank, group):
         return distributed_unpack(shards[cp_rank], meta, config, cp_rank, group)
 
 
@@ -221,33 +239,13 @@ def gathered_unpack_dynamic(shards: list[np.ndarray], meta: Meta, config: Config
     """postprocess_thd_engine with `local_cp_size` (dynamic CP) under `newer_megatron`: the group
     comes from `PackedSeqParams.cp_group`, the parallel state says cp_size 1, and the all_gather
     is answered in process only over that group."""
-    from impl import megatron
-
-    cfg = _full(config)
-    parts = [torch.from_numpy(np.ascontiguousarray(s))[None] for s in shards]
-    lengths = [int(x) for x in np.asarray(meta["seqlens"])]
-    input_ids = torch.nested.nested_tensor([torch.zeros(n) for n in lengths],
-                                           layout=torch.jagged)
-    layout = {} if cfg["cp_layout"] == "zigzag" else {"cp_layout": cfg["cp_layout"]}
     # The group postprocess must use is the one in PackedSeqParams.cp_group, not a fresh one
     # from get_dynamic_data_context_parallel_groups (that one fails get_rank and all_gather).
     own = _CPGroup()
-    with newer_megatron(cp_rank, len(shards), rank_group=own):
-        params = thd_params(meta)
-        params.cp_group = own
-        params.local_cp_size = len(shards)
-
-        def all_gather(output_list: list[torch.Tensor], tensor: torch.Tensor,
-                       group: Any = None, async_op: bool = False) -> None:
-            if group is not params.cp_group:
-                raise AssertionError(f"all_gather over {group!r}, not PackedSeqParams.cp_group")
-            for out, part in zip(output_list, parts, strict=True):
-                out.copy_(part)
-
-        def post(local: torch.Tensor) -> Any:
-            with fake_parallel_state(cfg["tp_size"], 1, 0), \
-                    mock.patch.object(torch.distributed, "all_gather", all_gather):
-                return megatron.postprocess_thd_engine(
-                    local, params, input_ids, len(lengths), local_cp_size=len(shards), **layout)
-
-        return unpack_with_grad(shards[cp_rank], post)
+    params = thd_params(meta)
+    params.cp_group = own
+    params.local_cp_size = len(shards)
+    with newer_megatron(cp_rank, len(shards), rank_group=own), \
+            _answered_gather(shards, cp_rank, own):
+        return _postprocess(shards[cp_rank], meta, config, params, (1, 0, None),
+                            local_cp_size=len(shards))
