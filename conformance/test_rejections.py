@@ -508,6 +508,12 @@ def test_native_scalars(field: str, value: bool | int | float) -> None:
         assert h.same_value(np.asarray(got_holder[0][0]), ref_rows), f"{what}: rows differ"
 
 
+def _names_one_of(names: str, message: str) -> bool:
+    """"a|b": the message names either (the batch parameter is `seqs`; messages may say
+    "batch")."""
+    return any(h._names(name, message) for name in names.split("|"))
+
+
 # (batch, what its error message must show): spec section 11, "the error message names the
 # field and the offending value".
 BATCH_MESSAGES: dict[str, tuple[Any, tuple[str, ...]]] = {
@@ -534,9 +540,8 @@ def test_batch_error_names_values(kind: str) -> None:
     got = h.outcome(lambda: h.target().pack(seqs, {}, 0))
     rules = {"R-ERR-1"} if isinstance(want, TypeError) else {"R-ERR-9"}
     h.check_same_rejection(want, got, f"pack({kind})", rules)
-    # "a|b": either name will do (the batch parameter is `seqs`; messages may say "batch")
     missing = [s for s in shown if not (h.names_number(int(s), str(got)) if s.isdigit()
-                                        else any(h._names(a, str(got)) for a in s.split("|")))]
+                                        else _names_one_of(s, str(got)))]
     if missing:
         raise h.RuleViolation(f"pack({kind}): the message {str(got)!r} does not show {missing}",
                               rules)
@@ -563,7 +568,7 @@ def test_reject_flat_values(kind: str) -> None:
     if not isinstance(got, expected):
         raise h.RuleViolation(f"pack_flat({kind}): expected {expected.__name__}, got {got!r}",
                               rules)
-    missing = [w for w in shown if not any(h._names(a, str(got)) for a in w.split("|"))]
+    missing = [w for w in shown if not _names_one_of(w, str(got))]
     if missing:
         raise h.RuleViolation(f"pack_flat({kind}): the message {str(got)!r} does not name "
                               f"{missing}", rules)
