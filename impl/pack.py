@@ -6,14 +6,14 @@ Inputs (R-IN-1): a list/tuple of tensors `[L_i, *trail]`, a jagged nested tensor
 straight from its values buffer), or a flat values tensor `[sum L_i, *trail]` plus `lengths=`.
 
 Cost per call, independent of the batch size B in number of torch ops: the plan and the
-segment table are computed on the host with CPU tensor ops; on the data's device the call runs
-a fixed sequence of ops: two ramp expansions (fill + accumulating indexed write + cumsum) give
-the position ids and the gather index, then one clamp and one `index_select`. Padding rows are
-written by one `index_fill_` (or, when they are more than half of the rows, a bool mask and one
-`masked_fill_`, so the extra memory stays within 8 bytes per row). A list input is concatenated
-once, with one padding row appended, and its padding rows are gathered from that row: no fill.
-Extra memory on the device: one int32 index per output row (int64 for more than ~1e9 rows),
-plus one int64 index per padding row for nested and flat inputs.
+chunk table are computed on the host with CPU tensor ops; on the data's device the call runs a
+fixed sequence of ops: two ramp expansions (fill + accumulating indexed write + cumsum) give the
+position ids and the gather index, then one clamp and one `index_select`. The index runs on
+through each chunk's padding rows, which are then written by one `index_fill_` (or, when they
+are more than half of the rows, through a bool mask and one `masked_fill_`, so the extra memory
+stays within 8 bytes per row). A list input is first concatenated into one buffer.
+Extra memory on the device: one int32 index per output row (int64 beyond about 3e8 rows),
+plus one int64 index per padding row, or one byte per row for the mask.
 
 Synchronisation: with lengths on the host (a list/tuple, a CPU tensor, or any list of tensors,
 whose shapes are host metadata) no device-to-host copy happens. When the lengths live on an
@@ -33,7 +33,7 @@ import torch
 
 from .config import PackConfig, as_integer
 from .plan import Plan, check_lengths, host_lengths, plan_with_host
-from .rowmap import expand, index_dtype, pack_segments, ramps
+from .rowmap import Chunks, chunk_table, exclusive_cumsum, expand, index_dtype, ramps
 
 
 class Batch:
@@ -293,15 +293,10 @@ def pack_batch(
     `host` is the plan's padded lengths and padded offsets as CPU int64 (`plan_with_host`).
     """
     rows_n = plan.local_rows
-    shift = 1 if need_roll else 0
     src_start = batch.src_start
     if src_start is None:
         src_start = plan.cu_seqlens[:-1].to(torch.int64)
-    listed = batch.parts is not None
-    n_src = int(batch.lengths.sum()) if listed else 0
-    # A list is copied anyway: one padding row appended to the copy (row n_src) lets padding
-    # rows be gathered like real ones, with indices >= n_src clamped onto it.
-    seg = pack_segments(
+    ch = chunk_table(
         batch.lengths,
         host[0],
         host[1],
@@ -310,50 +305,35 @@ def pack_batch(
         config.cp_layout,
         rank,
         rows_n,
-        shift,
-        pad_d=n_src if listed else None,
+        1 if need_roll else 0,
     )
     device = batch.device
-    n_real = int(seg.real.sum())
+    real_through = torch.cumsum(ch.real, 0)  # real rows up to and including each chunk
+    n_real = int(real_through[-1])
     if n_real == 0:
         # Nothing real on this rank: every row is padding (R-ROW-2); R-POS-2 for the ids.
-        pos = expand(rows_n, seg.starts, seg.pos_d, slope=1, dtype=torch.int64, device=device)
+        pos = expand(rows_n, ch.starts, ch.d[0], slope=1, dtype=torch.int64, device=device)
         rows = torch.full(
             (rows_n, *batch.trail), fill.value, dtype=fill.view or batch.dtype, device=device
         )
         return as_dtype(rows, batch.dtype), pos
-    values = batch.values  # None for a list
-    if listed:
-        index = index_dtype(2 * n_src, 2 * rows_n + 2)
-    else:
-        assert values is not None
-        index = index_dtype(values.shape[0], rows_n + 1)
-    # R-POS-2, R-ROLL-1: position id = offset (+1 with need_roll) of the row's source; and the
-    # row's index in the source, negative (or, for a list, >= n_src) on padding rows.
-    pos, idx = ramps(
-        rows_n, seg.starts, torch.stack((seg.pos_d, seg.idx_d)), (torch.int64, index), device
-    )
-    if listed:
+    values = batch.values
+    if values is None:  # a list: copied once into one buffer
         assert batch.parts is not None
-        pad_row = torch.full(
-            (1, *batch.trail), fill.value, dtype=fill.view or batch.dtype, device=device
-        )
-        source = torch.cat((*batch.parts, as_dtype(pad_row, batch.dtype)), dim=0)
-        idx.clamp_(max=n_src)
-        rows = as_dtype(source, fill.view).index_select(0, idx)  # R-ROW-1, R-ROW-2
-        return as_dtype(rows, batch.dtype), pos
-    assert values is not None
-    source = as_dtype(values, fill.view)
-    pad_rows = padding_rows(seg, rows_n - n_real, rows_n, idx.element_size(), device)
-    if pad_rows is None:
-        pad = idx.lt(0)  # padding runs carry negative indices
-        idx.clamp_(min=0)
-        rows = source.index_select(0, idx)  # R-ROW-1: real rows bit for bit
-        rows.masked_fill_(pad.view(rows_n, *([1] * len(batch.trail))), fill.value)  # R-ROW-2
+        values = torch.cat(list(batch.parts), dim=0)
+    n_src = values.shape[0]
+    # R-POS-2, R-ROLL-1: position id = offset (+1 with need_roll) of the row's source; and the
+    # row's index in the source, which runs past a sequence's real rows on its padding rows.
+    index = index_dtype(2 * n_src, 2 * (plan.total + rows_n) + 4)
+    pos, idx = ramps(rows_n, ch.starts, ch.d, (torch.int64, index), device)
+    idx.clamp_(max=n_src - 1)  # the last sequence's padding rows run past the buffer
+    rows = as_dtype(values, fill.view).index_select(0, idx)  # R-ROW-1: real rows bit for bit
+    count = rows_n - n_real
+    if count * 8 <= rows_n * (8 - idx.element_size()):
+        rows.index_fill_(0, padding_rows(ch, real_through, count, device), fill.value)  # R-ROW-2
     else:
-        idx.clamp_(min=0)
-        rows = source.index_select(0, idx)  # R-ROW-1: real rows bit for bit
-        rows.index_fill_(0, pad_rows, fill.value)  # R-ROW-2
+        mask = padding_mask(ch, rows_n, device)
+        rows.masked_fill_(mask.view(rows_n, *([1] * len(batch.trail))), fill.value)  # R-ROW-2
     return as_dtype(rows, batch.dtype), pos
 
 
@@ -363,21 +343,31 @@ def as_dtype(t: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
 
 
 def padding_rows(
-    seg: Any, count: int, rows_n: int, index_bytes: int, device: torch.device
-) -> torch.Tensor | None:
-    """The `count` padding rows as an int64 index, or None when a bool mask is cheaper.
+    ch: Chunks, real_through: torch.Tensor, count: int, device: torch.device
+) -> torch.Tensor:
+    """The `count` padding rows as an int64 index (taken while that index and the gather index
+    stay within 8 bytes per output row; otherwise `padding_mask`).
 
     Filling only the padding rows (`index_fill_`) instead of masking the whole output
-    (`masked_fill_`) saves a full pass over the rows; it is taken while the int64 list of padding
-    rows plus the gather index stay within 8 bytes per output row.
+    (`masked_fill_`) saves a full pass over the rows. Chunk `m`'s padding rows follow its real
+    rows, so its `k`-th, counted among all padding rows, is local row `k` plus the real rows up
+    to and including chunk `m`: a ramp over the padding rows.
     """
-    if count * 8 > rows_n * (8 - index_bytes):
-        return None
-    # Row k of padding run m is starts[m] + k: a ramp per run, in padding-row space.
-    lens = seg.lens[1::2]
-    pad_starts = torch.cumsum(lens, 0) - lens
-    shift = seg.starts[1::2] - pad_starts
-    return expand(count, pad_starts, shift, slope=1, dtype=torch.int64, device=device)
+    return expand(
+        count,
+        exclusive_cumsum(ch.pad),
+        real_through,
+        slope=1,
+        dtype=torch.int64,
+        device=device,
+    )
+
+
+def padding_mask(ch: Chunks, rows_n: int, device: torch.device) -> torch.Tensor:
+    """A bool `[rows_n]` mask of the padding rows: a step ramp, 0 on real runs, 1 on padding."""
+    starts = torch.stack((ch.starts, ch.starts + ch.real), dim=1).view(-1)
+    flags = torch.tensor([0, 1]).repeat(ch.starts.numel())
+    return expand(rows_n, starts, flags, slope=0, dtype=torch.int8, device=device).view(torch.bool)
 
 
 def pack_thd(

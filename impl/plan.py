@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 
 from .config import INT32_MAX, PackConfig, as_integer, ceil_to
 
@@ -91,14 +92,10 @@ def plan_with_host(
     """The plan from checked CPU int64 lengths, with its padded lengths and padded offsets also
     as CPU int64 (the row map's inputs) (R-ALIGN-3, R-TOTAL-1..6, R-META-1..5)."""
     a = config.seq_align
-    if a == 1:
-        padded = lengths.clone()
-    else:
+    padded = lengths
+    if a > 1:
         padded = torch.div(lengths + (a - 1), a, rounding_mode="floor").mul_(a)  # R-ALIGN-3
-    b = lengths.numel()
-    cup = torch.zeros(b + 1, dtype=torch.int64)
-    torch.cumsum(padded, 0, out=cup[1:])
-    s = int(cup[-1])
+    s = int(padded.sum())
     n = s  # R-TOTAL-3
     if config.min_local_rows is not None:
         n = max(s, config.cp_size * config.min_local_rows)
@@ -106,10 +103,9 @@ def plan_with_host(
     if total > INT32_MAX:  # R-TOTAL-6, R-ERR-8
         raise ValueError(f"total rows T={total} exceed INT32_MAX={INT32_MAX}")
     if total != s:  # R-TOTAL-5: every total-level row goes onto the last sequence
-        padded[-1] += total - s
-        cup[-1] = total
-    cu = torch.zeros(b + 1, dtype=torch.int32)
-    torch.cumsum(lengths, 0, out=cu[1:])  # R-META-2
+        padded = torch.cat((padded[:-1], padded[-1:] + (total - s)))
+    cup = F.pad(torch.cumsum(padded, 0), (1, 0))
+    cu = F.pad(torch.cumsum(lengths, 0, dtype=torch.int32), (1, 0))  # R-META-2
     plan = Plan(
         seqlens=lengths.to(torch.int32),  # R-META-1
         seqlens_padded=padded.to(torch.int32),
@@ -122,11 +118,6 @@ def plan_with_host(
     return plan, padded, cup
 
 
-def plan_from_host(lengths: torch.Tensor, config: PackConfig) -> Plan:
-    """Compute the plan from checked CPU int64 lengths (R-ALIGN-3, R-TOTAL-1..6, R-META-1..5)."""
-    return plan_with_host(lengths, config)[0]
-
-
 def plan_thd(seqlens: Any, config: PackConfig) -> Plan:
     """Plan a pack of sequences with lengths `seqlens` under `config` (spec §2-§4).
 
@@ -137,4 +128,4 @@ def plan_thd(seqlens: Any, config: PackConfig) -> Plan:
         raise TypeError(f"config must be a PackConfig, got {type(config).__name__}")
     lengths = host_lengths(seqlens)
     check_lengths(lengths)
-    return plan_from_host(lengths, config)
+    return plan_with_host(lengths, config)[0]

@@ -1,13 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 # Implements THD packing spec 1.0.1
-"""Row maps as segment tables, and their expansion into per-row indices (spec §5, §7, §8, §9).
+"""Row maps as chunk tables, and their expansion into per-row indices (spec §5, §7, §8, §9).
 
-A rank's local rows are a concatenation of *segments*: runs of rows whose source offsets are
-consecutive within one sequence and which are either all real or all padding. The segment table
-has O(B * chunks) entries and is built on the host with a constant number of CPU tensor ops. A
-per-row quantity that is `k + D_m` on segment `m` (a ramp; `k` is the row) or `D_m` (a step) is
+A rank's local rows are a concatenation of *chunks*, one or two per sequence: runs of rows whose
+offsets are consecutive within one padded sequence (its real rows, then its padding rows). The
+chunk table has O(B) entries and is built on the host with a constant number of CPU tensor ops.
+A per-row quantity that is `k + D_m` on chunk `m` (a ramp; `k` is the row) or `D_m` (a step) is
 expanded on the target device with three ops and one buffer: fill with the slope, add
-`D_m - D_{m-1}` at each segment start (accumulating, so empty segments need no filtering on the
+`D_m - D_{m-1}` at each chunk start (accumulating, so empty chunks need no filtering on the
 host), cumulative sum in place.
 """
 
@@ -16,65 +16,39 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 
 from .config import INT32_MAX
 
 
-def _chunks(
-    seqlens_padded: torch.Tensor,
-    cu_padded: torch.Tensor,
-    cp: int,
-    layout: str,
-    rank: int,
-    local_rows: int,
-) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """Offset start `a` and length `n` of each chunk a rank holds, shape [B, K], in local order.
+def exclusive_cumsum(x: torch.Tensor) -> torch.Tensor:
+    """`[0, x0, x0 + x1, ...]` without the total: where each run starts."""
+    return torch.cumsum(x, 0) - x
 
-    R-SHARD-1 (cp = 1: one chunk, the whole padded sequence), R-SHARD-2 (zigzag: chunks `r` and
-    `2cp-1-r` of `2cp`), R-SHARD-3 (contiguous: the intersection with the rank's global rows).
+
+class Chunks:
+    """Host chunk table of one rank (CPU int64, [B * K], in local row order).
+
+    A chunk is the run of a rank's rows that one sequence contributes (R-SHARD-1..3): `real`
+    real rows, then `pad` padding rows. On the whole chunk, real and padding rows alike, the
+    position id is `row + pos_d` (R-POS-2) and the source row `row + src_d`; past the real rows
+    the source row points beyond the sequence and is never read as data. Chunks may be empty.
     """
-    p = seqlens_padded
-    if cp == 1:
-        return torch.zeros_like(p)[:, None], p[:, None], 1
-    if layout == "zigzag":
-        c = torch.div(p, 2 * cp, rounding_mode="floor")
-        a = torch.stack((c * rank, c * (2 * cp - 1 - rank)), dim=1)
-        return a, torch.stack((c, c), dim=1), 2
-    lo = rank * local_rows
-    starts = cu_padded[:-1]
-    a = torch.minimum((lo - starts).clamp_(min=0), p)
-    end = torch.minimum((lo + local_rows - starts).clamp_(min=0), p)
-    return a[:, None], (end - a)[:, None], 1
-
-
-def _exclusive_cumsum(x: torch.Tensor) -> torch.Tensor:
-    out = torch.zeros_like(x)
-    torch.cumsum(x[:-1], 0, out=out[1:])
-    return out
-
-
-class Segments:
-    """Host segment table of one rank (CPU int64, [2 * B * K]): per chunk a real run, then a
-    padding run, in local row order. Runs may be empty; `expand` accepts that."""
 
     def __init__(
         self,
-        lens: torch.Tensor,
         starts: torch.Tensor,
-        pos_d: torch.Tensor,
-        idx_d: torch.Tensor,
-        chunks: int,
         real: torch.Tensor,
+        pad: torch.Tensor,
+        d: torch.Tensor,
     ) -> None:
-        self.lens = lens  # rows in the run
-        self.starts = starts  # first local row of the run
-        self.pos_d = pos_d  # position id = row + pos_d (a ramp)
-        self.idx_d = idx_d  # source index = row + idx_d; negative on padding runs
-        self.chunks = chunks  # K, chunks per sequence on this rank
-        self.real = real  # [B, K] real rows per chunk
+        self.starts = starts  # first local row; non-decreasing from 0, each <= local rows
+        self.real = real
+        self.pad = pad
+        self.d = d  # [2, S]: pos_d, src_d
 
 
-def pack_segments(
+def chunk_table(
     seqlens: torch.Tensor,
     seqlens_padded: torch.Tensor,
     cu_padded: torch.Tensor,
@@ -84,29 +58,45 @@ def pack_segments(
     rank: int,
     local_rows: int,
     shift: int,
-    pad_d: int | None = None,
-) -> Segments:
-    """Segment table of rank `rank`'s rows (R-SHARD-1..3, R-ROW-1..2, R-POS-2, R-ROLL-1..3).
+) -> Chunks:
+    """Chunk table of rank `rank`'s rows (R-SHARD-1..3, R-ROW-1..2, R-POS-2, R-ROLL-1..3).
 
-    All inputs are CPU int64. `src_start[i]` is where sequence `i` starts in the flat values
-    buffer. With `shift = 1` (`need_roll`) a row at offset `j` takes the value at `j + 1` and the
-    position id `j + 1`; the row is real only if `j + 1 < L_i`, so a sequence's last real row
-    is written as padding (R-ROLL-2 leaves it unspecified; we choose `pad_value`). Padding rows
-    get the index `row + pad_d`: by default `-(local_rows + 1)`, negative on every row.
+    All inputs are CPU int64. Chunk `(i, k)` covers offsets `[a, a + n)` of sequence `i`'s
+    padded rows: cp = 1 one chunk, the whole padded sequence (R-SHARD-1); zigzag chunks `rank`
+    and `2cp-1-rank` of `2cp` (R-SHARD-2); contiguous the intersection with the rank's global
+    rows (R-SHARD-3). `src_start[i]` is where sequence `i` starts in the flat values buffer.
+    With `shift = 1` (`need_roll`) the row at offset `j` takes the value and the position id of
+    offset `j + 1`; it is real only if `j + 1 < L_i`, so a sequence's last real row is written
+    as padding (R-ROLL-2 leaves it unspecified; we choose `pad_value`).
     """
-    if pad_d is None:
-        pad_d = -(local_rows + 1)
-    a, n, k = _chunks(seqlens_padded, cu_padded, cp, layout, rank, local_rows)
-    lim = (seqlens - shift).clamp_(min=0)[:, None]  # real iff offset < lim
-    n_real = torch.minimum((lim - a).clamp_(min=0), n)
-    # runs per chunk: [real, pad] -> shape [B, K, 2], flattened in local row order
-    lens = torch.stack((n_real, n - n_real), dim=2).reshape(-1)
-    starts = _exclusive_cumsum(lens)
-    base = a + shift - starts.view(-1, k, 2)[:, :, 0]  # offset (+ shift) - local row
-    pos_d = base[:, :, None].expand(-1, -1, 2).reshape(-1)
-    real_d = src_start[:, None] + base
-    idx_d = torch.stack((real_d, torch.full_like(real_d, pad_d)), dim=2).reshape(-1)
-    return Segments(lens, starts, pos_d, idx_d, k, n_real)
+    p = seqlens_padded
+    starts = cu_padded[:-1]
+    lim = seqlens - shift if shift else seqlens  # a row is real iff its offset < lim
+    if cp == 1:
+        first, n = starts, p
+        real = lim.clamp_(min=0) if shift else lim  # a = 0, and L <= its padded length
+        pos_d = -first
+    else:
+        if layout == "zigzag":
+            # Shapes [B, 2]: the rank holds c rows of each sequence at local row
+            # cu_padded / cp, then c more.
+            c = torch.div(p, 2 * cp, rounding_mode="floor")
+            local = torch.div(starts, cp, rounding_mode="floor")
+            first = torch.stack((local, local + c), dim=1)
+            a = torch.stack((c * rank, c * (2 * cp - 1 - rank)), dim=1)
+            n = c[:, None]
+            lim, src_start = lim[:, None], src_start[:, None]
+        else:
+            lo = rank * local_rows
+            first = (starts - lo).clamp_(0, local_rows)
+            a = (lo - starts).clamp_(min=0)
+            n = (starts + p - lo).clamp_(0, local_rows) - first
+        real = torch.minimum((lim - a).clamp_(min=0), n)
+        pos_d = a - first
+    if shift:
+        pos_d += shift
+    d = torch.stack((pos_d, pos_d + src_start)).view(2, -1)
+    return Chunks(first.view(-1), real.view(-1), (n - real).view(-1), d)
 
 
 def unpack_segments(
@@ -121,22 +111,22 @@ def unpack_segments(
     """Segment table of the inverse map over all ranks (R-UNPACK-1, R-SHARD-4).
 
     Output row `q = cu[i] + j` (token `j` of sequence `i`) reads row `q + D_m` of the ranks'
-    rows concatenated in rank order. Returns (starts, D) for the non-empty real runs.
+    rows concatenated in rank order. Returns (starts, D); runs may be empty (`ramps`).
     """
     if cp == 1 or layout == "contiguous":
         # Concatenating the ranks in order gives the padded buffer itself (R-SHARD-1, -3).
-        keep = seqlens > 0
-        return cu[:-1][keep], (cu_padded[:-1] - cu[:-1])[keep]
+        return cu[:-1], cu_padded[:-1] - cu[:-1]
     q = torch.arange(2 * cp)
     c = torch.div(seqlens_padded, 2 * cp, rounding_mode="floor")[:, None]  # [B, 1]
     rank = torch.where(q < cp, q, 2 * cp - 1 - q)  # chunk q lives on rank(q) (R-SHARD-2)
     second = (q >= cp).to(torch.int64)
     local = torch.div(cu_padded[:-1], cp, rounding_mode="floor")[:, None] + second * c
-    n_real = torch.minimum((seqlens[:, None] - q * c).clamp_(min=0), c)
-    out_start = cu[:-1, None] + q * c
-    d = rank * local_rows + local - q * c - cu[:-1, None]
-    keep = (n_real > 0).reshape(-1)
-    return out_start.reshape(-1)[keep], d.reshape(-1)[keep]
+    qc = q * c  # offset of chunk q in its sequence
+    # Chunk q's real tokens start at output row cu + q * c; clamped to the sequence's end, the
+    # starts stay non-decreasing and chunks without real tokens become empty runs.
+    out_start = cu[:-1, None] + torch.minimum(qc, seqlens[:, None])
+    d = rank * local_rows + local - qc - cu[:-1, None]
+    return out_start.view(-1), d.view(-1)
 
 
 def ramps(
@@ -158,13 +148,15 @@ def ramps(
     device-to-host synchronisation. Each buffer has one spare element, so that empty segments at
     the end have somewhere to go.
     """
-    steps = torch.diff(d, dim=1, prepend=torch.full((d.shape[0], 1), slope, dtype=d.dtype))
-    table = torch.cat((starts[None], steps)).to(device=device, non_blocking=True)
-    index = (table[0],)
+    # Increment at segment m's start: d[m] - d[m-1], and d[0] - slope at row 0.
+    steps = d - F.pad(d, (1, -1), value=slope)
+    if device.type != "cpu":
+        table = torch.cat((starts[None], steps)).to(device=device, non_blocking=True)
+        starts, steps = table[0], table[1:]
     out = []
     for j, dtype in enumerate(dtypes):
         buf = torch.full((rows + 1,), slope, dtype=dtype, device=device)
-        buf.index_put_(index, table[j + 1].to(dtype), accumulate=True)
+        buf.index_put_((starts,), steps[j].to(dtype), accumulate=True)
         out.append(buf.cumsum_(0)[:rows])
     return out
 
@@ -195,8 +187,9 @@ def row_sources(
     The same map `pack_thd` gathers through (R-SHARD-1..3, R-ALIGN-4), exposed so that it can
     be compared with the reference's `row_map` without any data.
     """
-    seg = pack_segments(
-        plan.seqlens.to(torch.int64),
+    lengths = plan.seqlens.to(torch.int64)
+    ch = chunk_table(
+        lengths,
         plan.seqlens_padded.to(torch.int64),
         plan.cu_seqlens_padded.to(torch.int64),
         plan.cu_seqlens[:-1].to(torch.int64),
@@ -208,10 +201,8 @@ def row_sources(
     )
     cpu = torch.device("cpu")
     rows = plan.local_rows
-    b = plan.seqlens.numel()
-    run_seq = torch.arange(b).repeat_interleave(2 * seg.chunks)
-    run_real = torch.tensor([1, 0]).repeat(b * seg.chunks)
-    offset = expand(rows, seg.starts, seg.pos_d, slope=1, dtype=torch.int64, device=cpu)
-    seq = expand(rows, seg.starts, run_seq, slope=0, dtype=torch.int64, device=cpu)
-    real = expand(rows, seg.starts, run_real, slope=0, dtype=torch.int64, device=cpu)
-    return seq, offset, real.bool()
+    k = ch.starts.numel() // lengths.numel()  # chunks per sequence
+    chunk_seq = torch.arange(lengths.numel()).repeat_interleave(k)
+    offset = expand(rows, ch.starts, ch.d[0], slope=1, dtype=torch.int64, device=cpu)
+    seq = expand(rows, ch.starts, chunk_seq, slope=0, dtype=torch.int64, device=cpu)
+    return seq, offset, offset < lengths[seq]
