@@ -153,7 +153,7 @@ def test_device_lengths_cost_one_copy() -> None:
 def test_device_memory_at_most_one_int64_per_row(config: impl.PackConfig) -> None:
     """Apart from rows and position ids, the device allocates <= 8 bytes per output row.
 
-    (Plus an O(B) segment table copied from the host; B is small here and R large.)
+    (Plus an O(B) chunk table copied from the host; B is small here and R large.)
     """
     lengths = [5000, 3, 7000, 0, 4096]
     values = torch.empty(sum(lengths), 64, device="meta", dtype=torch.float32)
