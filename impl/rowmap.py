@@ -31,8 +31,9 @@ class Chunks:
 
     A chunk is the run of a rank's rows that one sequence contributes (R-SHARD-1..3): `real`
     real rows, then `pad` padding rows. On the whole chunk, real and padding rows alike, the
-    position id is `row + pos_d` (R-POS-2) and the source row `row + src_d`; past the real rows
-    the source row points beyond the sequence and is never read as data. Chunks may be empty.
+    position id is `row + d[0]` (R-POS-2) and the source row `row + d[1]`; on the padding rows
+    the source row runs on past the sequence, and what is gathered there is then overwritten
+    with `pad_value` (R-ROW-2). Chunks may be empty.
     """
 
     def __init__(
