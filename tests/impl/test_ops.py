@@ -194,6 +194,7 @@ def test_nested_input_is_gathered_without_copy() -> None:
     assert all(torch.equal(a, b) for a, b in zip(back, seqs, strict=True))
 
 
+@pytest.mark.rules("R-ROW-1", "R-ROW-2")
 @pytest.mark.parametrize(
     ("lengths", "config", "form", "fill_op"),
     [
@@ -234,6 +235,7 @@ def test_padding_fill_paths_agree_with_reference(
         np.testing.assert_array_equal(rows.numpy(), want)
 
 
+@pytest.mark.rules("R-ROW-1", "R-ROW-2", "R-POS-2", "R-ROLL-1")
 @pytest.mark.parametrize("config", CONFIGS, ids=["cp1", "zigzag-cp4", "contig-cp3-fp8"])
 def test_int64_index_gives_the_same_pack(
     config: impl.PackConfig, monkeypatch: pytest.MonkeyPatch
