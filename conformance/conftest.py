@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, settings
 
 from conformance import harness
 from conformance.rules import spec_rules, spec_version
-from conformance.targets import TargetError, load_target
+from conformance.targets import TargetLoadError, load_target
 
 _SLOW = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
 CI_EXAMPLES = 100
@@ -65,7 +65,7 @@ def pytest_configure(config: pytest.Config) -> None:
     name = _target_name(config)
     try:
         obj = load_target(name)
-    except TargetError as exc:
+    except TargetLoadError as exc:
         raise pytest.UsageError(str(exc)) from exc
     harness.set_target(obj, name)
     config.stash[_TARGET_KEY] = name

@@ -18,6 +18,8 @@ import reference
 
 from .strategies import PackCase
 from .targets.protocol import CAPABILITIES
+from .verdicts import RuleViolation as RuleViolation  # re-exported: tests raise h.RuleViolation
+from .verdicts import TargetError as TargetError
 
 _STATE: dict[str, Any] = {"target": None, "spec": None}
 
@@ -99,15 +101,6 @@ def run_target(case: PackCase, seqs: list[np.ndarray]) -> list[RankResult]:
 
 # ----------------------------------------------------------------------------------------------
 # Comparisons with readable first-mismatch messages
-
-
-class RuleViolation(AssertionError):
-    """A failed check that knows which rules it disproves. The report attributes the failure to
-    these rules instead of every rule the test cites (a wrong total is not a wrong row)."""
-
-    def __init__(self, message: str, rules: set[str]) -> None:
-        super().__init__(f"{message} [{', '.join(sorted(rules))}]")
-        self.rules = frozenset(rules)
 
 
 def _value(a: np.ndarray) -> str:

@@ -14,7 +14,7 @@ BUILTIN = {
 }
 
 
-class TargetError(Exception):
+class TargetLoadError(Exception):
     """The target could not be loaded; the suite stops with this message."""
 
 
@@ -22,29 +22,31 @@ def load_target(spec: str) -> Any:
     """A built-in name or `module:attr`; attr is a target object, a class, or a factory."""
     path = BUILTIN.get(spec, spec)
     if ":" not in path:
-        raise TargetError(
+        raise TargetLoadError(
             f"unknown target {spec!r}: use one of {sorted(BUILTIN)} or 'module:attr'"
         )
     module_name, _, attr = path.partition(":")
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # surfaced verbatim: a missing dependency must fail loudly
-        raise TargetError(f"target {spec!r}: cannot import {module_name!r}: {exc!r}") from exc
+        raise TargetLoadError(f"target {spec!r}: cannot import {module_name!r}: {exc!r}") from exc
     try:
         obj = getattr(module, attr)
     except AttributeError as exc:
-        raise TargetError(f"target {spec!r}: {module_name!r} has no attribute {attr!r}") from exc
+        raise TargetLoadError(
+            f"target {spec!r}: {module_name!r} has no attribute {attr!r}"
+        ) from exc
     if not hasattr(obj, "pack") or isinstance(obj, type):
         try:
             obj = obj()
         except Exception as exc:
-            raise TargetError(f"target {spec!r}: creating the target failed: {exc!r}") from exc
+            raise TargetLoadError(f"target {spec!r}: creating the target failed: {exc!r}") from exc
     for needed in ("name", "capabilities", "pack"):
         if not hasattr(obj, needed):
-            raise TargetError(f"target {spec!r} does not follow the protocol: no {needed!r}")
+            raise TargetLoadError(f"target {spec!r} does not follow the protocol: no {needed!r}")
     unknown = set(obj.capabilities) - set(CAPABILITIES)
     if unknown:
-        raise TargetError(f"target {spec!r} declares unknown capabilities {sorted(unknown)}")
+        raise TargetLoadError(f"target {spec!r} declares unknown capabilities {sorted(unknown)}")
     if not isinstance(obj, Target):
-        raise TargetError(f"target {spec!r} does not follow the protocol")
+        raise TargetLoadError(f"target {spec!r} does not follow the protocol")
     return obj
