@@ -7,6 +7,7 @@ implements. `impl/` exposes the same public names over torch tensors.
 from .config import PackConfig
 from .engine import resolve_engine_config
 from .pack import pack_thd, specified_slots
+from .partition import partitioned_indices
 from .plan import Plan, plan_thd
 from .rowmap import RowSource, row_map
 from .unpack import unpack_thd
@@ -19,6 +20,7 @@ __all__ = [
     "Plan",
     "RowSource",
     "pack_thd",
+    "partitioned_indices",
     "plan_thd",
     "resolve_engine_config",
     "row_map",

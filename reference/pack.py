@@ -55,6 +55,10 @@ def pack_thd(
 ) -> tuple[np.ndarray, np.ndarray, Plan]:
     """Rank `cp_rank`'s rows and position ids (R-ROW-*, R-POS-*, R-ROLL-*).
 
+    Through the row map, sequence i's tokens fill segment i in order (R-CONSUMER-7), with their
+    offsets as position ids (R-CONSUMER-10) or their own next token as label (R-CONSUMER-11),
+    and every padding row holds pad_value, never another sequence's token (R-CONSUMER-12).
+
     `cp_rank`, `need_roll` and `pad_value` are the per-call arguments of R-IN-4.
     """
     # Every check before any data is read (§11).

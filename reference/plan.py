@@ -51,7 +51,16 @@ def _check_seqlens(seqlens: Any) -> list[int]:
 
 
 def plan_thd(seqlens: Any, config: PackConfig) -> Plan:
-    """Build the plan (R-ALIGN-3, R-TOTAL-1..6, R-META-1..5)."""
+    """Build the plan (R-ALIGN-3, R-TOTAL-1..6, R-META-1..5).
+
+    The plan meets the consumer contract (§12a) by construction: `cu_seqlens_padded` starts at
+    0, never decreases and ends at `total <= INT32_MAX` (R-CONSUMER-1); `A` divides every P_i
+    and is a multiple of tp * cp * f, so zigzag segments split into 2 * cp chunks
+    (R-CONSUMER-2) and `local_rows = T / cp` splits by tp (R-CONSUMER-3, R-CONSUMER-4); with
+    FP8, F = 128 * A0 divides T, so local_rows / tp is a multiple of 128 (R-CONSUMER-5);
+    `cu_seqlens` has the real lengths L_i <= P_i (R-CONSUMER-8); `max_seqlen = max(P_i)`
+    (R-CONSUMER-9).
+    """
     if not isinstance(config, PackConfig):
         raise TypeError(f"config must be a PackConfig, got {type(config).__name__}")
     lengths = _check_seqlens(seqlens)

@@ -49,7 +49,10 @@ def row_map(plan: Plan, config: PackConfig, cp_rank: int) -> list[RowSource]:
     """The sources of rank `cp_rank`'s local rows (R-SHARD-1..3).
 
     Over all ranks the maps are a permutation of the padded buffer (R-SHARD-4): each layout
-    splits the global rows into disjoint pieces of `local_rows` rows.
+    splits the global rows into disjoint pieces of `local_rows` rows. Local row k is global row
+    `cu_seqlens_padded[seq] + offset`, and those global rows are TE's partition of the plan's
+    padded buffer (`partition.partitioned_indices`, R-CONSUMER-6): consumers read the rows where
+    the map puts them.
     """
     rank = as_cp_rank(cp_rank, config.cp_size)
     if plan.total != plan.local_rows * config.cp_size:

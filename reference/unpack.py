@@ -15,7 +15,7 @@ def unpack_thd(shards: Any, plan: Plan, config: PackConfig) -> list[np.ndarray]:
     """Scatter every rank's real rows back to their sequences (R-UNPACK-1..3).
 
     Because the row maps cover every real (i, j) exactly once (R-SHARD-4), this inverts
-    pack exactly (R-UNPACK-2).
+    pack exactly (R-UNPACK-2), from the plan pack returned (R-CONSUMER-13).
     """
     if not isinstance(config, PackConfig):
         raise TypeError(f"config must be a PackConfig, got {type(config).__name__}")
