@@ -1,0 +1,475 @@
+"""The consumer contract (spec §12a): checks over a target's own outputs, any convention.
+
+Pure functions over plain data: the batch (a list of NumPy arrays), every rank's output as the
+target returned it (`rows`, `pos`, `meta`, e.g. `harness.RankResult`) and the config's tp, cp,
+layout and fp8. They read the target's own `cu_seqlens_padded` (and `cu_seqlens`, `max_seqlen`,
+`total`, `local_rows` where given), never the reference's plan, so a convention the reference
+does not follow (a trailing padding segment, tp only on the total) can never hide them. Rows are
+placed through TE's partition of that buffer (`reference.partitioned_indices`, the consumer's
+arithmetic, not a convention) and compared by position with the batch, bit for bit; no value
+encoding is assumed, so any dtype works.
+
+Each check raises `RuleViolation` naming the rule it disproves, with the first mismatch (rank,
+row, sequence, offset), or `TargetError` when the output cannot be read at all.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+
+import reference
+
+from .verdicts import RuleViolation, TargetError
+
+INT32_MAX = 2**31 - 1
+
+
+class RankOutput(NamedTuple):
+    """One rank's output as the target returned it (any object with these fields will do)."""
+
+    rows: Any
+    pos: Any
+    meta: Any
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What the consumers are configured with: the config's tp, cp, layout and fp8 only."""
+
+    tp: int
+    cp: int
+    layout: str
+    fp8: bool
+
+    @property
+    def zigzag(self) -> bool:
+        return self.layout == "zigzag" and self.cp > 1
+
+    @classmethod
+    def of(cls, config: Mapping[str, Any]) -> Layout:
+        return cls(int(config.get("tp_size", 1)), int(config.get("cp_size", 1)),
+                   str(config.get("cp_layout", "zigzag")), bool(config.get("fp8", False)))
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """The padded buffer as the target describes it, read and checked (R-CONSUMER-1..3)."""
+
+    bounds: np.ndarray  # C, int64, K + 1 entries
+    local_rows: int  # n, the same on every rank
+    slots: list[tuple[np.ndarray, np.ndarray]]  # per rank: segment and offset of every row
+
+    @property
+    def segments(self) -> np.ndarray:
+        return np.diff(self.bounds)
+
+
+def _violation(message: str, rule: str) -> RuleViolation:
+    return RuleViolation(message, {rule})
+
+
+# ----------------------------------------------------------------------------------------------
+# Reading the output (TargetError where it cannot be read)
+
+
+def _meta(output: Any, rank: int) -> Mapping[str, Any]:
+    meta = getattr(output, "meta", None)
+    if not isinstance(meta, Mapping):
+        raise TargetError(f"rank {rank}: meta is {type(meta).__name__}, not a mapping")
+    return meta
+
+
+def _padded_bounds(output: Any, rank: int) -> np.ndarray:
+    meta = _meta(output, rank)
+    if "cu_seqlens_padded" not in meta:
+        raise TargetError(f"rank {rank}: meta has no cu_seqlens_padded (keys {sorted(meta)})")
+    try:
+        bounds = np.asarray(meta["cu_seqlens_padded"])
+    except Exception as exc:  # an object NumPy cannot read is the target's fault
+        raise TargetError(f"rank {rank}: cu_seqlens_padded cannot be read: {exc}") from exc
+    if bounds.ndim != 1 or bounds.size == 0:
+        raise TargetError(f"rank {rank}: cu_seqlens_padded has shape {bounds.shape}, not [K + 1]")
+    if bounds.dtype.kind not in "iu":
+        raise _violation(f"rank {rank}: cu_seqlens_padded has dtype {bounds.dtype}, not an "
+                         "integer type", "R-CONSUMER-1")
+    return bounds.astype(np.int64)
+
+
+def rank_rows(outputs: Sequence[Any]) -> int:
+    """The common row count of the ranks; TargetError if rows are not arrays or counts differ."""
+    counts = []
+    for rank, output in enumerate(outputs):
+        rows = getattr(output, "rows", None)
+        if not isinstance(rows, np.ndarray) or rows.ndim == 0:
+            raise TargetError(f"rank {rank}: rows is {type(rows).__name__}"
+                              f"{list(getattr(rows, 'shape', []))}, not an array [n, *trail]")
+        counts.append(int(rows.shape[0]))
+    if len(set(counts)) > 1:
+        raise TargetError(f"ranks hold different row counts {counts}: the output has no "
+                          "common layout to judge")
+    return counts[0]
+
+
+def _optional_int(meta: Mapping[str, Any], key: str, rank: int, rule: str) -> int | None:
+    if key not in meta:
+        return None
+    try:
+        return operator.index(meta[key])
+    except TypeError:
+        raise _violation(f"rank {rank}: {key} is {meta[key]!r}, not an integer", rule) from None
+
+
+# ----------------------------------------------------------------------------------------------
+# The buffer: R-CONSUMER-1 to R-CONSUMER-5
+
+
+def padded_bounds(outputs: Sequence[Any]) -> np.ndarray:
+    """R-CONSUMER-1: the target's cu_seqlens_padded, one on every rank, well-formed; int64."""
+    if not outputs:
+        raise TargetError("no rank output")
+    bounds = _padded_bounds(outputs[0], 0)
+    for rank in range(1, len(outputs)):
+        other = _padded_bounds(outputs[rank], rank)
+        if not np.array_equal(other, bounds):
+            raise _violation(f"cu_seqlens_padded differs between ranks: rank 0 "
+                             f"{bounds.tolist()[:8]}, rank {rank} {other.tolist()[:8]}",
+                             "R-CONSUMER-1")
+    if bounds[0] != 0:
+        raise _violation(f"cu_seqlens_padded starts at {int(bounds[0])}, not 0", "R-CONSUMER-1")
+    down = np.flatnonzero(np.diff(bounds) < 0)
+    if down.size:
+        k = int(down[0])
+        raise _violation(f"cu_seqlens_padded decreases at entry {k + 1}: {int(bounds[k])} -> "
+                         f"{int(bounds[k + 1])}", "R-CONSUMER-1")
+    total = int(bounds[-1])
+    if total > INT32_MAX:
+        raise _violation(f"cu_seqlens_padded[-1] = {total} exceeds int32", "R-CONSUMER-1")
+    for rank, output in enumerate(outputs):
+        given = _optional_int(_meta(output, rank), "total", rank, "R-CONSUMER-1")
+        if given is not None and given != total:
+            raise _violation(f"rank {rank}: total {given}, but cu_seqlens_padded ends at "
+                             f"{total}", "R-CONSUMER-1")
+    return bounds
+
+
+def check_buffer(outputs: Sequence[Any], config: Mapping[str, Any]) -> Buffer:
+    """R-CONSUMER-1, -2, -3: the target's padded buffer is one TE can partition; returns it
+    with every rank's consumer slots (R-CONSUMER-6)."""
+    lay = Layout.of(config)
+    if len(outputs) != lay.cp:
+        raise TargetError(f"{len(outputs)} rank outputs for cp_size {lay.cp}")
+    bounds = padded_bounds(outputs)
+    total = int(bounds[-1])
+    n = rank_rows(outputs)
+    if n * lay.cp != total:
+        raise _violation(f"every rank holds {n} rows: {n} * cp_size {lay.cp} = {n * lay.cp}, "
+                         f"but cu_seqlens_padded ends at {total}", "R-CONSUMER-3")
+    for rank, output in enumerate(outputs):
+        given = _optional_int(_meta(output, rank), "local_rows", rank, "R-CONSUMER-3")
+        if given is not None and given != n:
+            raise _violation(f"rank {rank}: local_rows {given}, but it holds {n} rows",
+                             "R-CONSUMER-3")
+
+    segments = np.diff(bounds)
+    if lay.zigzag:
+        bad = np.flatnonzero(segments % (2 * lay.cp))
+        if bad.size:
+            k = int(bad[0])
+            raise _violation(f"segment {k} of cu_seqlens_padded has {int(segments[k])} rows, "
+                             f"not divisible by 2 * cp_size = {2 * lay.cp} (zigzag): TE's "
+                             f"partition cannot split it ({bad.size} such segments)",
+                             "R-CONSUMER-2")
+    slots = []
+    for rank in range(lay.cp):
+        rows = np.asarray(reference.partitioned_indices(bounds.tolist(), total, lay.cp, rank,
+                                                        lay.layout), dtype=np.int64)
+        seg = np.searchsorted(bounds, rows, side="right") - 1
+        slots.append((seg, rows - bounds[seg]))
+    return Buffer(bounds, n, slots)
+
+
+def check_split(outputs: Sequence[Any], config: Mapping[str, Any]) -> None:
+    """R-CONSUMER-4 (sequence parallelism splits n by tp), R-CONSUMER-5 (FP8: n / tp by 16)."""
+    lay = Layout.of(config)
+    n = rank_rows(outputs)
+    if n % lay.tp:
+        raise _violation(f"each rank holds {n} rows, not divisible by tp_size {lay.tp} "
+                         "(Megatron sequence parallelism splits them)", "R-CONSUMER-4")
+    if lay.fp8 and (n // lay.tp) % 16:
+        raise _violation(f"fp8: each TP slice holds {n} / {lay.tp} = {n // lay.tp} rows, not "
+                         "divisible by 16 (FP8 GEMM)", "R-CONSUMER-5")
+
+
+# ----------------------------------------------------------------------------------------------
+# Real boundaries: R-CONSUMER-8, R-CONSUMER-9
+
+
+def check_real_meta(lengths: Sequence[int], outputs: Sequence[Any], bounds: np.ndarray) -> None:
+    """R-CONSUMER-8 (real cu_seqlens within the padded one, lengths L_i), R-CONSUMER-9
+    (max_seqlen covers every padded segment), where the target gives them; `bounds` from
+    `padded_bounds`."""
+    segments = np.diff(bounds)
+    for rank, output in enumerate(outputs):
+        meta = _meta(output, rank)
+        if "cu_seqlens" in meta:
+            real = np.asarray(meta["cu_seqlens"])
+            if real.ndim != 1 or real.shape != bounds.shape or real.dtype.kind not in "iu":
+                raise _violation(f"rank {rank}: cu_seqlens {real.dtype}{list(real.shape)}, "
+                                 f"cu_seqlens_padded has {bounds.size} entries",
+                                 "R-CONSUMER-8")
+            real = real.astype(np.int64)
+            if real[0] != 0:
+                raise _violation(f"rank {rank}: cu_seqlens starts at {int(real[0])}",
+                                 "R-CONSUMER-8")
+            diff = np.diff(real)
+            for k in range(diff.size):
+                want = lengths[k] if k < len(lengths) else None
+                if (want is not None and diff[k] != want) or not 0 <= diff[k] <= segments[k]:
+                    expected = f"L_{k} = {want}" if want is not None else "0 .. its padded length"
+                    raise _violation(f"rank {rank}: cu_seqlens segment {k} has length "
+                                     f"{int(diff[k])}, expected {expected} (padded segment "
+                                     f"{int(segments[k])})", "R-CONSUMER-8")
+        longest = int(segments.max()) if segments.size else 0
+        given = _optional_int(meta, "max_seqlen", rank, "R-CONSUMER-9")
+        if given is not None and given < longest:
+            raise _violation(f"rank {rank}: max_seqlen {given} < the longest padded segment "
+                             f"{longest}", "R-CONSUMER-9")
+
+
+# ----------------------------------------------------------------------------------------------
+# Rows: R-CONSUMER-6, -7, -10, -11, -12
+
+
+def _show(value: Any) -> str:
+    return np.array2string(np.asarray(value), threshold=8)
+
+
+def _row_bytes(a: np.ndarray) -> np.ndarray:
+    width = int(np.prod(a.shape[1:], dtype=np.int64)) * a.dtype.itemsize
+    return np.ascontiguousarray(a).view(np.uint8).reshape(a.shape[0], width)
+
+
+class _Tokens:
+    """The batch flattened: every token's row bytes and where it comes from."""
+
+    def __init__(self, seqs: Sequence[np.ndarray]) -> None:
+        self.lengths = [int(s.shape[0]) for s in seqs]
+        self.starts = np.concatenate([[0], np.cumsum(self.lengths)]).astype(np.int64)
+        self.dtype, self.trail = seqs[0].dtype, seqs[0].shape[1:]
+        flat = np.concatenate([np.asarray(s) for s in seqs], axis=0)
+        self.bytes = _row_bytes(flat)
+        self.where: dict[bytes, list[tuple[int, int]]] = {}
+        for i, length in enumerate(self.lengths):
+            for j in range(length):
+                self.where.setdefault(self.bytes[self.starts[i] + j].tobytes(), []).append((i, j))
+
+    def unique_source(self, row: np.ndarray) -> tuple[int, int] | None:
+        """(i, j) if these bytes are exactly one token of the batch, else None."""
+        found = self.where.get(row.tobytes())
+        return found[0] if found is not None and len(found) == 1 else None
+
+
+def _check_row_type(rows: np.ndarray, tokens: _Tokens, rank: int, rule: str) -> None:
+    if rows.dtype != tokens.dtype or rows.shape[1:] != tokens.trail:
+        raise _violation(f"rank {rank}: rows {rows.dtype}{list(rows.shape)}, batch "
+                         f"{tokens.dtype}[n, {', '.join(map(str, tokens.trail))}]", rule)
+
+
+def _real(tokens: _Tokens, seg: np.ndarray, off: np.ndarray) -> np.ndarray:
+    lengths = np.asarray(tokens.lengths + [0], dtype=np.int64)
+    return off < lengths[np.minimum(seg, len(tokens.lengths))]
+
+
+def _segments_cover(tokens: _Tokens, buffer: Buffer) -> None:
+    b, k = len(tokens.lengths), buffer.segments.size
+    if k < b:
+        raise _violation(f"cu_seqlens_padded has {k} segments for {b} sequences: sequences "
+                         f"{k}..{b - 1} (lengths {tokens.lengths[k:][:6]}) are dropped",
+                         "R-CONSUMER-7")
+    short = [i for i in range(b) if buffer.segments[i] < tokens.lengths[i]]
+    if short:
+        i = short[0]
+        raise _violation(f"segment {i} has {int(buffer.segments[i])} rows, sequence {i} has "
+                         f"{tokens.lengths[i]} tokens", "R-CONSUMER-7")
+
+
+def _locate(tokens: _Tokens, outputs: Sequence[Any], buffer: Buffer,
+            i: int, j: int) -> tuple[int, int, int, int] | None:
+    """Where token (i, j) sits on the ranks, if its value is unique: rank, row, segment, offset."""
+    want = tokens.bytes[tokens.starts[i] + j]
+    if tokens.unique_source(want) is None:
+        return None
+    for rank, output in enumerate(outputs):
+        hits = np.flatnonzero(np.all(_row_bytes(output.rows) == want, axis=1))
+        if hits.size:
+            k = int(hits[0])
+            seg, off = buffer.slots[rank]
+            return rank, k, int(seg[k]), int(off[k])
+    return None
+
+
+def _differing(got: np.ndarray, tokens: _Tokens, mask: np.ndarray,
+               want_index: np.ndarray) -> np.ndarray:
+    """Rows k with mask[k] whose bytes differ from token want_index[k] of the flat batch."""
+    rows = np.flatnonzero(mask)
+    if not rows.size:
+        return rows
+    same = np.all(got[rows] == tokens.bytes[want_index[rows]], axis=1)
+    return rows[~same]
+
+
+def check_tokens(seqs: Sequence[np.ndarray], outputs: Sequence[Any], buffer: Buffer) -> None:
+    """R-CONSUMER-7: every real token at its consumer slot (i, j), bit for bit, so exactly once,
+    in its own segment, in order; R-CONSUMER-6 where a token is found misplaced inside its own
+    segment (the rows are not TE's partition of the target's buffer). need_roll=False."""
+    tokens = _Tokens(seqs)
+    _segments_cover(tokens, buffer)
+    for rank, output in enumerate(outputs):
+        _check_row_type(output.rows, tokens, rank, "R-CONSUMER-7")
+    for rank, output in enumerate(outputs):
+        seg, off = buffer.slots[rank]
+        real = _real(tokens, seg, off)
+        want_index = tokens.starts[np.minimum(seg, len(tokens.lengths) - 1)] + off
+        bad = _differing(_row_bytes(output.rows), tokens, real, want_index)
+        if not bad.size:
+            continue
+        k = int(bad[0])
+        i, j = int(seg[k]), int(off[k])
+        where = f"rank {rank} row {k} (sequence {i}, offset {j})"
+        found = _locate(tokens, outputs, buffer, i, j)
+        summary = f"{bad.size} real rows wrong on this rank"
+        if found is None:
+            raise _violation(f"{where} does not hold token {j} of sequence {i}; the token is on "
+                             f"no rank or its value is not unique ({summary})", "R-CONSUMER-7")
+        r2, k2, s2, o2 = found
+        if s2 == i:
+            raise _violation(f"{where}: the token is at rank {r2} row {k2}, which TE reads as "
+                             f"offset {o2}: the rows are not TE's partition of the target's "
+                             f"cu_seqlens_padded ({summary})", "R-CONSUMER-6")
+        raise _violation(f"{where}: the token is at rank {r2} row {k2}, in segment {s2} "
+                         f"(offset {o2}), not its own ({summary})", "R-CONSUMER-7")
+
+
+def check_positions(seqs: Sequence[np.ndarray], outputs: Sequence[Any], buffer: Buffer) -> None:
+    """R-CONSUMER-10: without need_roll, a real slot (i, j) has position id j."""
+    tokens = _Tokens(seqs)
+    _segments_cover(tokens, buffer)
+    for rank, output in enumerate(outputs):
+        pos = getattr(output, "pos", None)
+        if not isinstance(pos, np.ndarray):
+            raise TargetError(f"rank {rank}: position ids are {type(pos).__name__}, not an array")
+        if pos.shape != (buffer.local_rows,) or pos.dtype.kind not in "iu":
+            raise _violation(f"rank {rank}: position ids {pos.dtype}{list(pos.shape)}, expected "
+                             f"integers [{buffer.local_rows}]", "R-CONSUMER-10")
+        seg, off = buffer.slots[rank]
+        bad = np.flatnonzero(_real(tokens, seg, off) & (pos.astype(np.int64) != off))
+        if bad.size:
+            k = int(bad[0])
+            raise _violation(f"rank {rank} row {k} (sequence {int(seg[k])}, offset "
+                             f"{int(off[k])}): position id {int(pos[k])}, expected "
+                             f"{int(off[k])} ({bad.size} wrong on this rank)", "R-CONSUMER-10")
+
+
+def check_labels(seqs: Sequence[np.ndarray], outputs: Sequence[Any], buffer: Buffer) -> None:
+    """R-CONSUMER-11: with need_roll, a real slot (i, j < L_i - 1) holds x_i[j + 1]."""
+    tokens = _Tokens(seqs)
+    _segments_cover(tokens, buffer)
+    lengths = np.asarray(tokens.lengths + [0], dtype=np.int64)
+    for rank, output in enumerate(outputs):
+        _check_row_type(output.rows, tokens, rank, "R-CONSUMER-11")
+        seg, off = buffer.slots[rank]
+        capped = np.minimum(seg, len(tokens.lengths))
+        labelled = off < lengths[capped] - 1
+        got = _row_bytes(output.rows)
+        want_index = tokens.starts[np.minimum(seg, len(tokens.lengths) - 1)] + off + 1
+        bad = _differing(got, tokens, labelled, want_index)
+        if bad.size:
+            k = int(bad[0])
+            i, j = int(seg[k]), int(off[k])
+            source = tokens.unique_source(got[k])
+            holds = (f"token {source[1]} of sequence {source[0]}" if source is not None
+                     else _show(output.rows[k]))
+            raise _violation(f"rank {rank} row {k} (sequence {i}, offset {j}): label is {holds}, "
+                             f"expected token {j + 1} of sequence {i} ({bad.size} wrong on "
+                             "this rank)", "R-CONSUMER-11")
+
+
+def _is_pad(row: np.ndarray, pad: np.ndarray | None) -> bool:
+    if pad is None:
+        return False
+    if row.dtype.kind in "fc":
+        return bool(np.array_equal(row, pad, equal_nan=True))
+    return bool(np.array_equal(row, pad))
+
+
+def check_no_leak(seqs: Sequence[np.ndarray], outputs: Sequence[Any], buffer: Buffer, *,
+                  need_roll: bool, pad_value: Any = 0) -> None:
+    """R-CONSUMER-12: no padding row holds a token of another sequence (a leak). Decided for
+    tokens whose value is unique in the batch; a row equal to pad_value is never a leak."""
+    tokens = _Tokens(seqs)
+    try:
+        pad: np.ndarray | None = np.full(tokens.trail, pad_value, dtype=tokens.dtype)
+    except (TypeError, ValueError, OverflowError):
+        pad = None
+    severity = "medium (labels, need_roll)" if need_roll else "low (inputs)"
+    for rank, output in enumerate(outputs):
+        rows = output.rows
+        if rows.dtype != tokens.dtype or rows.shape[1:] != tokens.trail:
+            continue  # R-CONSUMER-7 / -11 report the wrong dtype; no value can be compared
+        seg, off = buffer.slots[rank]
+        got = _row_bytes(rows)
+        for k in np.flatnonzero(~_real(tokens, seg, off)):
+            source = tokens.unique_source(got[k])
+            if source is None or source[0] == int(seg[k]) or _is_pad(rows[k], pad):
+                continue
+            raise _violation(f"leak (severity: {severity}): rank {rank} row {k} is padding of "
+                             f"segment {int(seg[k])} (offset {int(off[k])}) and holds token "
+                             f"{source[1]} of sequence {source[0]}", "R-CONSUMER-12")
+
+
+# ----------------------------------------------------------------------------------------------
+# Unpack: R-CONSUMER-13
+
+
+def check_unpack(seqs: Sequence[np.ndarray], unpacked: Any) -> None:
+    """R-CONSUMER-13: the target's unpack of its own pack is the batch, bit for bit."""
+    if not isinstance(unpacked, list | tuple):
+        raise TargetError(f"unpack returned {type(unpacked).__name__}, not a list of arrays")
+    if len(unpacked) != len(seqs):
+        raise _violation(f"unpack returned {len(unpacked)} sequences for {len(seqs)}",
+                         "R-CONSUMER-13")
+    for i, (got, want) in enumerate(zip(unpacked, seqs, strict=True)):
+        got = np.asarray(got)
+        if got.dtype != want.dtype or got.shape != want.shape:
+            raise _violation(f"sequence {i}: unpack gave {got.dtype}{list(got.shape)}, input "
+                             f"{want.dtype}{list(want.shape)}", "R-CONSUMER-13")
+        if want.shape[0] == 0:
+            continue
+        bad = np.flatnonzero(np.any(_row_bytes(got) != _row_bytes(want), axis=1))
+        if bad.size:
+            j = int(bad[0])
+            raise _violation(f"sequence {i} row {j}: unpack gave {_show(got[j])}, input "
+                             f"{_show(want[j])}", "R-CONSUMER-13")
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+def check_pack(seqs: Sequence[np.ndarray], outputs: Sequence[Any], config: Mapping[str, Any],
+               *, need_roll: bool = False, pad_value: Any = 0) -> None:
+    """Every pack rule of the contract, in the order a failure is best explained: the buffer,
+    the split, the real boundaries, then the rows."""
+    buffer = check_buffer(outputs, config)
+    check_split(outputs, config)
+    check_real_meta([int(s.shape[0]) for s in seqs], outputs, buffer.bounds)
+    if need_roll:
+        check_labels(seqs, outputs, buffer)
+    else:
+        check_tokens(seqs, outputs, buffer)
+        check_positions(seqs, outputs, buffer)
+    check_no_leak(seqs, outputs, buffer, need_roll=need_roll, pad_value=pad_value)

@@ -1,0 +1,158 @@
+"""The contract tier: what TE, Megatron and FP8 GEMMs need of the target's own outputs (§12a).
+
+Every test runs the target on every rank and judges the result with `contract.py` alone: the
+target's own `cu_seqlens_padded` (and `cu_seqlens`, `max_seqlen` where given), never the
+reference's plan, so a target of another convention is judged on what the consumers need. A
+failed precondition (a buffer TE cannot partition) is reported under its own rule, and the rules
+that need it show as blocked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import example, given
+
+from . import contract
+from . import harness as h
+from .strategies import Batch, PackCase, batches, configs, pack_cases
+from .targets.protocol import CAPABILITIES
+
+CAPS = h.caps()
+_SMALL = batches(max_batch=16, budget=800)
+_CONFIGS = configs(contiguous_cp="contiguous" in CAPS)
+
+
+def _cases(need_roll: bool | None) -> Any:
+    return pack_cases(caps=CAPS, need_roll=need_roll, config=_CONFIGS, batch=_SMALL)
+
+
+def _zz(**config: Any) -> dict[str, Any]:
+    return {"tp_size": 1, "cp_size": 1, "cp_layout": "zigzag", "fp8": False, "bucket": None,
+            "min_local_rows": None, **config}
+
+
+def _runnable(case: PackCase) -> bool:
+    """A case uses only features the target declares (feature names the protocol knows)."""
+    cfg = case.config
+    used = {"need_roll": case.need_roll, "pad_value": case.pad_value != 0,
+            "contiguous": cfg["cp_layout"] == "contiguous" and cfg["cp_size"] > 1,
+            "bucket": cfg["bucket"] is not None, "fp8": cfg["fp8"],
+            "min_local_rows": cfg["min_local_rows"] is not None,
+            "zero_length": 0 in case.batch.lengths, "trailing_dims": case.batch.trail != ()}
+    return all(cap in CAPS for cap, on in used.items() if on and cap in CAPABILITIES)
+
+
+def _examples(*cases: PackCase) -> Callable[[Any], Any]:
+    """Explicit examples, each only where the target declares what it needs."""
+    def apply(fn: Any) -> Any:
+        for case in reversed(cases):
+            if _runnable(case):
+                fn = example(case)(fn)
+        return fn
+    return apply
+
+
+def _run(case: PackCase) -> tuple[list[np.ndarray], list[h.RankResult]]:
+    seqs = case.batch.arrays()
+    return seqs, h.run_target(case, seqs)
+
+
+# The errata's and the issue's smallest cases, as explicit examples.
+E1_BUCKET = PackCase(_zz(cp_size=2, bucket=6), Batch((3,)))
+E1_TP = PackCase(_zz(tp_size=2, bucket=3), Batch((1,)))
+E2_MIN_ROWS = PackCase(_zz(cp_size=2, min_local_rows=3), Batch((1,)))
+FP8_BUCKET = PackCase(_zz(cp_size=2, fp8=True, bucket=100), Batch((7, 0, 3)))
+TRAILING_EMPTY = PackCase(_zz(cp_size=2), Batch((3, 0, 0), trail=(2,)))
+ALL_EMPTY = PackCase(_zz(cp_size=2), Batch((0, 0)))
+E3_LABEL = PackCase(_zz(cp_size=2), Batch((4, 0)), need_roll=True)
+E4_LEAK = PackCase(_zz(tp_size=2), Batch((1, 2)), need_roll=True)
+
+
+@pytest.mark.rules("R-CONSUMER-1", "R-CONSUMER-2", "R-CONSUMER-3")
+@h.prop_settings()
+@_examples(E1_BUCKET, E2_MIN_ROWS, TRAILING_EMPTY, ALL_EMPTY)
+@given(_cases(None))
+def test_contract_buffer(case: PackCase) -> None:
+    """The target's cu_seqlens_padded is one buffer TE can partition: from 0, non-decreasing,
+    ending at the total; zigzag segments divisible by 2cp; n * cp rows in all."""
+    _, got = _run(case)
+    contract.check_buffer(got, case.config)
+
+
+@pytest.mark.rules("R-CONSUMER-4", "R-CONSUMER-5")
+@h.prop_settings()
+@_examples(E1_TP, FP8_BUCKET)
+@given(_cases(False))
+def test_contract_split(case: PackCase) -> None:
+    """Each rank's rows split by tp (sequence parallelism); with fp8, each TP slice by 16."""
+    _, got = _run(case)
+    contract.check_split(got, case.config)
+
+
+@pytest.mark.rules("R-CONSUMER-8", "R-CONSUMER-9")
+@h.prop_settings(0.5)
+@_examples(TRAILING_EMPTY)
+@given(_cases(False))
+def test_contract_real_metadata(case: PackCase) -> None:
+    """Real cu_seqlens (where given) has the lengths L_i, within the padded segments; max_seqlen
+    (where given) covers every padded segment."""
+    seqs, got = _run(case)
+    contract.check_real_meta([int(s.shape[0]) for s in seqs], got, contract.padded_bounds(got))
+
+
+@pytest.mark.rules("R-CONSUMER-6", "R-CONSUMER-7")
+@h.prop_settings()
+@_examples(E1_BUCKET, TRAILING_EMPTY, ALL_EMPTY)
+@given(_cases(False))
+def test_contract_tokens(case: PackCase) -> None:
+    """Every real token at the slot TE's partition of the target's own buffer gives it: once, in
+    its own segment, in order; no sequence dropped."""
+    seqs, got = _run(case)
+    contract.check_tokens(seqs, got, contract.check_buffer(got, case.config))
+
+
+@pytest.mark.rules("R-CONSUMER-10")
+@h.prop_settings(0.5)
+@given(_cases(False))
+def test_contract_positions(case: PackCase) -> None:
+    """Real rows' position ids are their offsets in their own segment."""
+    seqs, got = _run(case)
+    contract.check_positions(seqs, got, contract.check_buffer(got, case.config))
+
+
+@pytest.mark.rules("R-CONSUMER-11")
+@h.prop_settings(0.5)
+@_examples(E3_LABEL)
+@given(_cases(True))
+def test_contract_labels(case: PackCase) -> None:
+    """need_roll: every real row but a sequence's last holds its own sequence's next token."""
+    h.require("need_roll")
+    seqs, got = _run(case)
+    contract.check_labels(seqs, got, contract.check_buffer(got, case.config))
+
+
+@pytest.mark.rules("R-CONSUMER-12")
+@h.prop_settings(0.5)
+@_examples(E4_LEAK)
+@given(_cases(None))
+def test_contract_no_leak(case: PackCase) -> None:
+    """No padding row holds another sequence's token (reported as a leak with its severity)."""
+    seqs, got = _run(case)
+    contract.check_no_leak(seqs, got, contract.check_buffer(got, case.config),
+                           need_roll=case.need_roll, pad_value=case.pad_value)
+
+
+@pytest.mark.rules("R-CONSUMER-13")
+@h.prop_settings(0.5)
+@_examples(TRAILING_EMPTY, ALL_EMPTY)
+@given(_cases(False))
+def test_contract_unpack(case: PackCase) -> None:
+    """The target's unpack of its own pack, with its own metadata, returns the batch."""
+    h.require("unpack")
+    seqs, got = _run(case)
+    unpacked = h.target().unpack([g.rows for g in got], got[0].meta, dict(case.config))
+    contract.check_unpack(seqs, unpacked)
