@@ -62,6 +62,7 @@ def _target_name(config: pytest.Config) -> str:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "rules(*ids): spec rule IDs the test checks")
     config.addinivalue_line("markers", "meta: a test about the suite itself (no spec rule)")
+    config.addinivalue_line("markers", "needs(*caps): capabilities the target must declare")
     name = _target_name(config)
     try:
         obj = load_target(name)
@@ -96,6 +97,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         raise pytest.UsageError("tests without @pytest.mark.rules(...): " + ", ".join(missing))
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """`@h.needs(...)`: a test of a feature the target declines is skipped as declined before
+    it runs (so hypothesis never sees the skip inside an explicit example)."""
+    for mark in item.iter_markers("needs"):
+        harness.require(*mark.args)
+
+
+_DECLINED = re.compile(re.escape(harness.DECLINED) + r" '([^']+)'")
+
+
 def _item_rules(item: pytest.Item) -> list[str]:
     out: list[str] = []
     for mark in item.iter_markers("rules"):
@@ -121,6 +132,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         if status == "skip":
             longrepr = report.longrepr
             entry["reason"] = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+            declined = _DECLINED.findall(entry["reason"])
+            if declined:
+                entry["status"] = "declined"
+                entry["declined"] = sorted(set(declined))
         if status == "fail":
             text = report.longreprtext
             entry["counterexamples"] = _counterexamples(call, text)
@@ -185,7 +200,8 @@ def _failure_message(call: pytest.CallInfo[None], text: str) -> str:
 def _fold() -> dict[str, dict[str, Any]]:
     rules = spec_rules()
     matrix: dict[str, dict[str, Any]] = {
-        rule: {"text": text, "status": "untested", "tests": {}, "failures": [], "skips": []}
+        rule: {"text": text, "status": "untested", "tests": {}, "failures": [], "skips": [],
+               "declined": []}
         for rule, text in rules.items()
     }
     for entry in _RESULTS:
@@ -195,18 +211,23 @@ def _fold() -> dict[str, dict[str, Any]]:
                 row["tests"].setdefault(entry["test"], "blocked")
         for rule in entry["rules"]:
             row = matrix.setdefault(rule, {"text": "(not in spec)", "status": "untested",
-                                           "tests": {}, "failures": [], "skips": []})
+                                           "tests": {}, "failures": [], "skips": [],
+                                           "declined": []})
             row["tests"][entry["test"]] = entry["status"]  # overrides "blocked"
             if entry["status"] == "fail":
                 row["failures"].append({k: entry[k] for k in ("test", "message",
                                                                "counterexamples")})
             elif entry["status"] == "skip":
                 row["skips"].append({"test": entry["test"], "reason": entry.get("reason", "")})
+            elif entry["status"] == "declined":
+                row["declined"] = sorted(set(row["declined"]) | set(entry["declined"]))
     for row in matrix.values():
         statuses = set(row["tests"].values())
-        # blocked: only cited by tests that failed on another rule first, so not decided.
+        # blocked: only cited by tests that failed on another rule first, so not decided;
+        # declined: only cited by tests of features the target does not declare.
         row["status"] = ("fail" if "fail" in statuses else "pass" if "pass" in statuses
                          else "blocked" if "blocked" in statuses
+                         else "declined" if "declined" in statuses
                          else "skip" if statuses else "untested")
     return matrix
 
@@ -226,7 +247,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     matrix = _fold()
     name = harness.target_spec()
     counts = {s: sum(1 for r in matrix.values() if r["status"] == s)
-              for s in ("pass", "fail", "blocked", "skip", "untested")}
+              for s in ("pass", "fail", "blocked", "declined", "skip", "untested")}
     payload = {
         "target": name,
         "description": harness.target().description,
@@ -250,6 +271,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         detail = ""
         if row["failures"]:
             detail = row["failures"][0]["message"].splitlines()[0][:110]
+        elif row["status"] == "declined":
+            detail = "declined: " + ", ".join(row["declined"])
         elif row["status"] == "skip" and row["skips"]:
             detail = row["skips"][0]["reason"][:110]
         status = row["status"].upper()
@@ -273,6 +296,8 @@ def _markdown(payload: dict[str, Any], matrix: dict[str, dict[str, Any]]) -> str
         detail = ""
         if row["failures"]:
             detail = row["failures"][0]["message"].splitlines()[0]
+        elif row["status"] == "declined":
+            detail = "declined: " + ", ".join(row["declined"])
         elif row["status"] == "skip" and row["skips"]:
             detail = row["skips"][0]["reason"]
         detail = detail.replace("|", "\\|")[:200]

@@ -12,11 +12,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import settings
+from hypothesis import assume, settings
 
 import reference
 
-from .strategies import PackCase
+from .strategies import PackCase, declined
 from .targets.protocol import CAPABILITIES
 from .verdicts import RuleViolation as RuleViolation  # re-exported: tests raise h.RuleViolation
 from .verdicts import TargetError as TargetError
@@ -43,18 +43,74 @@ def caps() -> frozenset[str]:
     return frozenset(target().capabilities)
 
 
+# A skip for a feature the target does not declare starts with this; the report lists such
+# tests as "declined" (per capability), apart from other skips.
+DECLINED = "declined capability"
+
+
 def skip_reason(cap: str) -> str:
     reasons = getattr(target(), "skip_reasons", {}) or {}
-    return reasons.get(cap) or (
-        f"target {target().name!r} lacks capability {cap!r}: {CAPABILITIES[cap]}"
-    )
+    why = reasons.get(cap) or CAPABILITIES.get(cap, cap)
+    return f"{DECLINED} {cap!r}: target {target().name!r}: {why}"
 
 
 def require(*needed: str) -> None:
-    """Skip the calling test, with the target's reason, unless it has every capability."""
+    """Skip the calling test as declined, with the target's reason, unless it has every
+    capability. Inside a hypothesis test with @example use `needs` instead: a skip raised in an
+    explicit example makes hypothesis print "Failing explicit example" lines."""
     for cap in needed:
         if cap not in caps():
             pytest.skip(skip_reason(cap))
+
+
+def needs(*needed: str) -> pytest.MarkDecorator:
+    """Marker: the test runs only if the target declares every capability (checked by
+    conftest.py at setup, before hypothesis runs, so a declined test prints nothing)."""
+    unknown = set(needed) - set(CAPABILITIES)
+    if unknown:
+        raise ValueError(f"needs(): unknown capabilities {sorted(unknown)}")
+    return pytest.mark.needs(*needed)
+
+
+def max_rows() -> int | None:
+    """The target's `max_rows` (None: no limit)."""
+    value = getattr(target(), "max_rows", None)
+    return None if value is None else int(value)
+
+
+def within_rows(rows: int) -> bool:
+    limit = max_rows()
+    return limit is None or rows <= limit
+
+
+def require_rows(rows: int, what: str) -> None:
+    """Skip as declined when a test would make the target build more rows than `max_rows`."""
+    if not within_rows(rows):
+        pytest.skip(f"{DECLINED} 'max_rows': {what} needs up to {rows} rows, target "
+                    f"{target().name!r} declares max_rows={max_rows()}")
+
+
+def declined_by(config: dict[str, Any] | None = None, lengths: Any = None,
+                trail: tuple[int, ...] = (), need_roll: bool = False,
+                pad_value: Any = 0) -> list[str]:
+    """The capabilities a case needs that the target does not declare."""
+    out = declined(caps(), config, lengths, trail)
+    if need_roll and "need_roll" not in caps():
+        out.append("need_roll")
+    if not (type(pad_value) is int and pad_value == 0) and "pad_value" not in caps():
+        out.append("pad_value")
+    return out
+
+
+def assume_declared(case: PackCase | None = None, **kwargs: Any) -> None:
+    """Drop a case that uses a declined feature: the strategies never draw one, but a pinned
+    @example is written once for every target (hypothesis.assume is silent in explicit
+    examples)."""
+    if case is not None:
+        kwargs = {"config": case.config, "lengths": case.batch.lengths,
+                  "trail": case.batch.trail, "need_roll": case.need_roll,
+                  "pad_value": case.pad_value, **kwargs}
+    assume(not declined_by(**kwargs))
 
 
 def prop_settings(weight: float = 1.0, **kwargs: Any) -> settings:

@@ -102,19 +102,32 @@ buckets = st.one_of(
 min_local_rows_values = st.one_of(st.none(), st.integers(1, 40), st.integers(1, 600))
 
 
+# Features a config may draw, each behind the capability of the same name (protocol.CAPABILITIES).
+CONFIG_FEATURES = ("fp8", "bucket", "min_local_rows")
+
+
 @st.composite
 def configs(
     draw: st.DrawFn,
     *,
-    contiguous_cp: bool = True,
+    caps: frozenset[str] | None = None,
+    contiguous_cp: bool | None = None,
     fp8: st.SearchStrategy[bool] | None = None,
     bucket: st.SearchStrategy[int | None] | None = None,
     min_local_rows: st.SearchStrategy[int | None] | None = None,
     tp: st.SearchStrategy[int] | None = None,
     cp: st.SearchStrategy[int] | None = None,
 ) -> dict[str, Any]:
-    """PackConfig keyword arguments. `contiguous_cp=False` keeps cp_size > 1 on zigzag (for a
-    target without the contiguous capability); cp_size 1 still draws both layouts."""
+    """PackConfig keyword arguments.
+
+    `caps` is the target's capability set: a feature it does not declare (`fp8`, `bucket`,
+    `min_local_rows`, `contiguous` at cp_size > 1) is never drawn, even where a strategy for it
+    is passed, so a declined feature can never fail a test. `caps=None` draws every feature.
+    `contiguous_cp=False` keeps cp_size > 1 on zigzag; cp_size 1 still draws both layouts."""
+    has = (lambda cap: True) if caps is None else caps.__contains__
+    if contiguous_cp is None:
+        contiguous_cp = True
+    contiguous_cp = contiguous_cp and has("contiguous")
     tp_size = draw(tp if tp is not None else sizes)
     cp_size = draw(cp if cp is not None else sizes)
     layouts = ["zigzag", "contiguous"] if (contiguous_cp or cp_size == 1) else ["zigzag"]
@@ -122,11 +135,11 @@ def configs(
         "tp_size": tp_size,
         "cp_size": cp_size,
         "cp_layout": draw(st.sampled_from(layouts)),
-        "fp8": draw(fp8 if fp8 is not None else st.booleans()),
-        "bucket": draw(bucket if bucket is not None else buckets),
+        "fp8": draw(fp8 if fp8 is not None else st.booleans()) if has("fp8") else False,
+        "bucket": draw(bucket if bucket is not None else buckets) if has("bucket") else None,
         "min_local_rows": draw(
             min_local_rows if min_local_rows is not None else min_local_rows_values
-        ),
+        ) if has("min_local_rows") else None,
     }
     # Keep the packed buffer small enough for the literal reference: a bucket coprime to the
     # FP8 total alignment can make the modulus millions of rows (still checked, without data,
@@ -134,6 +147,40 @@ def configs(
     if out["bucket"] is not None and total_modulus(out) > MAX_MODULUS:
         out["bucket"] = None
     return out
+
+
+def declined(caps: frozenset[str], config: dict[str, Any] | None = None,
+             lengths: Any = None, trail: tuple[int, ...] = ()) -> list[str]:
+    """The capabilities a case uses that `caps` does not declare (pinned @examples are written
+    once for every target; a target that declines one of their features does not run them)."""
+    out = []
+    config = config or {}
+    for feature in CONFIG_FEATURES:
+        if config.get(feature) not in (None, False) and feature not in caps:
+            out.append(feature)
+    if (config.get("cp_layout") == "contiguous" and int(config.get("cp_size", 1)) > 1
+            and "contiguous" not in caps):
+        out.append("contiguous")
+    if lengths is not None and "zero_length" not in caps and any(int(n) == 0 for n in lengths):
+        out.append("zero_length")
+    if trail and "trailing_dims" not in caps:
+        out.append("trailing_dims")
+    return out
+
+
+def rows_bound(seqlens: Any, config: dict[str, Any]) -> int:
+    """An upper bound on the rows a packer builds for these lengths and config (the spec's
+    formulas without the INT32_MAX check), to keep a test within a target's `max_rows`."""
+    tp, cp = int(config.get("tp_size", 1)), int(config.get("cp_size", 1))
+    a0 = tp * cp * (2 if config.get("cp_layout", "zigzag") == "zigzag" and cp > 1 else 1)
+    fp8 = bool(config.get("fp8"))
+    a = math.lcm(16, a0) if fp8 else a0
+    m = math.lcm(a, int(config["bucket"])) if config.get("bucket") else a
+    if fp8:
+        m = math.lcm(m, 128 * a0)
+    s = sum(-(-int(n) // a) * a for n in seqlens)
+    mlr = config.get("min_local_rows")
+    return max(s, cp * int(mlr) if mlr else 0) + m
 
 
 MAX_MODULUS = 1 << 13
@@ -151,13 +198,17 @@ def total_modulus(config: dict[str, Any]) -> int:
 
 @st.composite
 def lengths(draw: st.DrawFn, *, max_batch: int = 64, budget: int = 3000,
-            min_batch: int = 1) -> tuple[int, ...]:
-    """B in [min_batch, max_batch]; lengths 0, 1, short and long, within a token budget."""
+            min_batch: int = 1, caps: frozenset[str] | None = None) -> tuple[int, ...]:
+    """B in [min_batch, max_batch]; lengths 0, 1, short and long, within a token budget. Zero
+    lengths only where `caps` declares `zero_length` (or `caps` is None)."""
+    zero = caps is None or "zero_length" in caps
+    low = 0 if zero else 1
     count = draw(st.integers(min_batch, max_batch))
     out = []
     left = budget
     for _ in range(count):
-        kind = draw(st.sampled_from(["short", "zero", "one", "long"]))
+        kind = draw(st.sampled_from(["short", "zero", "one", "long"] if zero
+                                    else ["short", "one", "long"]))
         if kind == "zero":
             out.append(0)
         elif kind == "one":
@@ -165,7 +216,7 @@ def lengths(draw: st.DrawFn, *, max_batch: int = 64, budget: int = 3000,
         elif kind == "long" and left >= 100:
             out.append(draw(st.integers(100, min(1500, left))))
         else:
-            out.append(draw(st.integers(0, min(40, max(left, 0)))))
+            out.append(draw(st.integers(low, max(low, min(40, left)))))
         left -= out[-1]
     return tuple(out)
 
@@ -173,9 +224,12 @@ def lengths(draw: st.DrawFn, *, max_batch: int = 64, budget: int = 3000,
 @st.composite
 def batches(draw: st.DrawFn, *, dtypes: tuple[str, ...] = DTYPES,
             trails: tuple[tuple[int, ...], ...] = TRAILS, max_batch: int = 64,
-            budget: int = 3000) -> Batch:
+            budget: int = 3000, caps: frozenset[str] | None = None) -> Batch:
+    """A batch; trailing dims only where `caps` declares `trailing_dims` (or `caps` is None)."""
+    if caps is not None and "trailing_dims" not in caps:
+        trails = ((),)
     return Batch(
-        lengths=draw(lengths(max_batch=max_batch, budget=budget)),
+        lengths=draw(lengths(max_batch=max_batch, budget=budget, caps=caps)),
         trail=draw(st.sampled_from(trails)),
         dtype=draw(st.sampled_from(dtypes)),
         seed=draw(st.integers(0, 2**16)),
@@ -201,10 +255,11 @@ def pad_values(dtype: str) -> st.SearchStrategy[bool | int | float]:
 def pack_cases(draw: st.DrawFn, *, caps: frozenset[str], need_roll: bool | None = None,
                config: st.SearchStrategy[dict[str, Any]] | None = None,
                batch: st.SearchStrategy[Batch] | None = None) -> PackCase:
-    """A valid case. Without the `pad_value` capability the pad value stays 0, without
-    `need_roll` (when not forced) labels are never asked for."""
-    cfg = draw(config if config is not None else configs(contiguous_cp="contiguous" in caps))
-    b = draw(batch if batch is not None else batches())
+    """A valid case drawing only the features in `caps`: without `pad_value` the pad value stays
+    0, without `need_roll` (when not forced) labels are never asked for; the default config and
+    batch follow `caps` too (pass `configs(caps=...)` / `batches(caps=...)` when overriding)."""
+    cfg = draw(config if config is not None else configs(caps=caps))
+    b = draw(batch if batch is not None else batches(caps=caps))
     if need_roll is None:
         roll = draw(st.booleans()) if "need_roll" in caps else False
     else:
@@ -215,13 +270,16 @@ def pack_cases(draw: st.DrawFn, *, caps: frozenset[str], need_roll: bool | None 
     return PackCase(config=cfg, batch=b, need_roll=roll, pad_value=pad)
 
 
-def zero_length_batches(dtypes: tuple[str, ...] = ("int64", "float32")) -> st.SearchStrategy[Batch]:
-    """Batches with at least one zero-length sequence, anywhere (R-IN-2, R-ROW-3)."""
+def zero_length_batches(dtypes: tuple[str, ...] = ("int64", "float32"),
+                        caps: frozenset[str] | None = None) -> st.SearchStrategy[Batch]:
+    """Batches with at least one zero-length sequence, anywhere (R-IN-2, R-ROW-3); trailing dims
+    only where `caps` declares `trailing_dims` (the test itself needs `zero_length`)."""
+    trails = [(), (2,)] if caps is None or "trailing_dims" in caps else [()]
     return st.builds(
         Batch,
         lengths=st.lists(st.integers(0, 12), min_size=1, max_size=8)
         .flatmap(lambda ls: st.integers(0, len(ls)).map(lambda k: tuple(ls[:k] + [0] + ls[k:]))),
-        trail=st.sampled_from([(), (2,)]),
+        trail=st.sampled_from(trails),
         dtype=st.sampled_from(dtypes),
         seed=st.integers(0, 100),
     )

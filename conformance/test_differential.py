@@ -9,20 +9,27 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import example, given
+from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 from . import harness as h
-from .strategies import Batch, PackCase, batches, configs, pack_cases, zero_length_batches
+from .strategies import (
+    Batch,
+    PackCase,
+    batches,
+    configs,
+    pack_cases,
+    rows_bound,
+    zero_length_batches,
+)
 
 CAPS = h.caps()
-CONTIG = "contiguous" in CAPS
 # Sharding, labels and empty sequences are tested without the total-level stages (bucket,
 # min_local_rows), so that a bug there does not hide one here; test_pack_matches_reference
 # combines everything.
 NO_TOTAL_STAGES: dict[str, Any] = {"bucket": st.none(), "min_local_rows": st.none()}
 # Metadata tests need no data: one int64 column keeps them cheap.
-META_BATCH = batches(dtypes=("int64",), trails=((),))
+META_BATCH = batches(dtypes=("int64",), trails=((),), caps=CAPS)
 
 
 def _meta_case(config: st.SearchStrategy[dict]) -> st.SearchStrategy[PackCase]:
@@ -30,6 +37,7 @@ def _meta_case(config: st.SearchStrategy[dict]) -> st.SearchStrategy[PackCase]:
 
 
 def _check_meta(case: PackCase) -> None:
+    h.assume_declared(case)
     seqs = case.batch.arrays()
     h.check_meta(h.run_target(case, seqs), h.run_reference(case, seqs))
 
@@ -37,15 +45,16 @@ def _check_meta(case: PackCase) -> None:
 @pytest.mark.rules("R-ALIGN-1", "R-ALIGN-2", "R-ALIGN-3", "R-META-1", "R-META-2", "R-META-3",
                    "R-META-4", "R-META-6")
 @h.prop_settings()
-@given(_meta_case(configs(contiguous_cp=CONTIG, bucket=st.none(), min_local_rows=st.none())))
+@given(_meta_case(configs(caps=CAPS, bucket=st.none(), min_local_rows=st.none())))
 def test_plan_alignment_matches_reference(case: PackCase) -> None:
     """Per-sequence padding, boundaries and max_seqlen, without total-level stages."""
     _check_meta(case)
 
 
+@h.needs("fp8")
 @pytest.mark.rules("R-ALIGN-2", "R-TOTAL-1", "R-TOTAL-2", "R-TOTAL-4", "R-TOTAL-5")
 @h.prop_settings()
-@given(_meta_case(configs(contiguous_cp=CONTIG, fp8=st.just(True), bucket=st.none(),
+@given(_meta_case(configs(caps=CAPS, fp8=st.just(True), bucket=st.none(),
                           min_local_rows=st.none(), tp=st.integers(1, 4),
                           cp=st.integers(1, 4))))
 def test_plan_fp8_matches_reference(case: PackCase) -> None:
@@ -53,11 +62,12 @@ def test_plan_fp8_matches_reference(case: PackCase) -> None:
     _check_meta(case)
 
 
+@h.needs("bucket")
 @pytest.mark.rules("R-TOTAL-2", "R-TOTAL-4", "R-TOTAL-5", "R-META-5")
 @h.prop_settings()
 @example(PackCase(config={"tp_size": 2, "cp_size": 1, "bucket": 3}, batch=Batch((1,))))  # E-1
 @example(PackCase(config={"cp_size": 2, "bucket": 6}, batch=Batch((3,))))  # erratum E-1
-@given(_meta_case(configs(contiguous_cp=CONTIG, fp8=st.just(False), min_local_rows=st.none(),
+@given(_meta_case(configs(caps=CAPS, fp8=st.just(False), min_local_rows=st.none(),
                           bucket=st.integers(1, 1100))))
 def test_plan_bucket_matches_reference(case: PackCase) -> None:
     """Bucket: the total is a multiple of lcm(A, bucket), also when the bucket is not a
@@ -65,11 +75,12 @@ def test_plan_bucket_matches_reference(case: PackCase) -> None:
     _check_meta(case)
 
 
+@h.needs("min_local_rows")
 @pytest.mark.rules("R-TOTAL-3", "R-TOTAL-4", "R-TOTAL-5", "R-META-5")
 @h.prop_settings()
 @example(PackCase(config={"cp_size": 2, "min_local_rows": 3}, batch=Batch((1,))))  # E-2
 @example(PackCase(config={"fp8": True, "min_local_rows": 200}, batch=Batch((1,))))  # E-2
-@given(_meta_case(configs(contiguous_cp=CONTIG, fp8=st.just(False), bucket=st.none(),
+@given(_meta_case(configs(caps=CAPS, fp8=st.just(False), bucket=st.none(),
                           min_local_rows=st.integers(1, 300))))
 def test_plan_min_local_rows_matches_reference(case: PackCase) -> None:
     """min_local_rows: the bound cp * min_local_rows is rounded up to the modulus (E-2)."""
@@ -79,12 +90,13 @@ def test_plan_min_local_rows_matches_reference(case: PackCase) -> None:
 @pytest.mark.rules("R-META-1", "R-META-2", "R-META-3", "R-META-4", "R-META-5", "R-META-6",
                    "R-TOTAL-2", "R-TOTAL-3", "R-TOTAL-4", "R-TOTAL-5")
 @h.prop_settings()
-@given(_meta_case(configs(contiguous_cp=CONTIG)))
+@given(_meta_case(configs(caps=CAPS)))
 def test_plan_any_config_matches_reference(case: PackCase) -> None:
     """All stages together: fp8, bucket and min_local_rows combined."""
     _check_meta(case)
 
 
+@h.needs("plan")
 @pytest.mark.rules("R-TOTAL-6", "R-META-1", "R-META-3", "R-META-5")
 @h.prop_settings()
 @example([2**31 - 1], {}, "list")  # the largest total that fits int32
@@ -92,14 +104,16 @@ def test_plan_any_config_matches_reference(case: PackCase) -> None:
 @example([2**31 - 1, 1], {}, "tuple")  # one row too many
 @given(
     st.lists(st.integers(0, 2**28), min_size=1, max_size=8),
-    configs(contiguous_cp=True),
+    configs(caps=CAPS),
     st.sampled_from(["list", "tuple", "ndarray-int64", "ndarray-int32"]),
 )
 def test_plan_only_large_lengths_match_reference(seqlens: list[int], config: dict,
                                                  container: str) -> None:
     """Metadata without data, for lengths near the int32 limit (capability `plan`); the
-    lengths come as a list, tuple or NumPy array (R-ERR-1: any integers)."""
-    h.require("plan")
+    lengths come as a list, tuple or NumPy array (R-ERR-1: any integers). Totals above the
+    target's `max_rows` are not run."""
+    h.assume_declared(config=config, lengths=seqlens)
+    assume(h.within_rows(rows_bound(seqlens, config)))
     if container == "tuple":
         seqlens = tuple(seqlens)  # type: ignore[assignment]
     elif container.startswith("ndarray"):
@@ -117,8 +131,7 @@ def test_plan_only_large_lengths_match_reference(seqlens: list[int], config: dic
 
 
 def _check_pack(case: PackCase) -> None:
-    if case.need_roll and "need_roll" not in CAPS:
-        return  # a pinned example with labels, for a target that makes none
+    h.assume_declared(case)  # a pinned example with a feature the target declines
     seqs = case.batch.arrays()
     got, want = h.run_target(case, seqs), h.run_reference(case, seqs)
     h.check_meta(got, want)
@@ -140,7 +153,7 @@ def test_pack_matches_reference(case: PackCase) -> None:
 @pytest.mark.rules("R-SHARD-1", "R-ROW-1", "R-POS-2")
 @h.prop_settings(0.5)
 @given(pack_cases(caps=CAPS, need_roll=False,
-                  config=configs(cp=st.just(1), **NO_TOTAL_STAGES)))
+                  config=configs(caps=CAPS, cp=st.just(1), **NO_TOTAL_STAGES)))
 def test_single_rank_matches_reference(case: PackCase) -> None:
     """cp_size 1: the whole padded buffer in order, for either layout."""
     _check_pack(case)
@@ -149,38 +162,40 @@ def test_single_rank_matches_reference(case: PackCase) -> None:
 @pytest.mark.rules("R-SHARD-2", "R-ROW-1", "R-POS-2")
 @h.prop_settings()
 @given(pack_cases(caps=CAPS, need_roll=False,
-                  config=configs(cp=st.integers(2, 8), contiguous_cp=False, **NO_TOTAL_STAGES)))
+                  config=configs(caps=CAPS, cp=st.integers(2, 8), contiguous_cp=False,
+                                 **NO_TOTAL_STAGES)))
 def test_zigzag_matches_reference(case: PackCase) -> None:
     """Zigzag: chunk r and chunk 2cp-1-r of every sequence, in sequence order."""
     _check_pack(case)
 
 
+@h.needs("contiguous")
 @pytest.mark.rules("R-SHARD-3", "R-ROW-1", "R-POS-2")
 @h.prop_settings(0.5)
 @given(st.data())
 def test_contiguous_matches_reference(data: st.DataObject) -> None:
     """Contiguous: rank r holds global rows [r * local_rows, (r+1) * local_rows)."""
-    h.require("contiguous")
-    cfg = configs(cp=st.integers(2, 8), **NO_TOTAL_STAGES).map(
+    cfg = configs(caps=CAPS, cp=st.integers(2, 8), **NO_TOTAL_STAGES).map(
         lambda c: {**c, "cp_layout": "contiguous"})
     _check_pack(data.draw(pack_cases(caps=CAPS, need_roll=False, config=cfg), label="case"))
 
 
+@h.needs("need_roll")
 @pytest.mark.rules("R-ROLL-1", "R-ROLL-2", "R-ROLL-3")
 @h.prop_settings()
 @example(PackCase(config={"cp_size": 2}, batch=Batch((4,)), need_roll=True))  # erratum E-5
 @example(PackCase(config={"cp_size": 2}, batch=Batch((3,)), need_roll=True))  # E-4
 @example(PackCase(config={"tp_size": 2}, batch=Batch((1, 2)), need_roll=True))  # E-4
 @example(PackCase(config={"cp_size": 2}, batch=Batch((4, 3)), need_roll=True))
-@given(pack_cases(caps=CAPS, need_roll=True, config=configs(contiguous_cp=CONTIG,
+@given(pack_cases(caps=CAPS, need_roll=True, config=configs(caps=CAPS,
                                                             **NO_TOTAL_STAGES)))
 def test_need_roll_matches_reference(case: PackCase) -> None:
     """Next-token labels: x_i[j+1] at offset j with position id j+1; padding keeps pad_value
     (errata E-4, E-5)."""
-    h.require("need_roll")
     _check_pack(case)
 
 
+@h.needs("zero_length")
 @pytest.mark.rules("R-IN-2", "R-ROW-3")
 @h.prop_settings()
 @example(PackCase(config={"cp_size": 2}, batch=Batch((4, 0)), need_roll=True))  # erratum E-3
@@ -188,8 +203,8 @@ def test_need_roll_matches_reference(case: PackCase) -> None:
 @example(PackCase(config={"cp_size": 2}, batch=Batch((4, 0, 2)), need_roll=True))
 @example(PackCase(config={"cp_size": 2}, batch=Batch((0,))))
 @example(PackCase(config={"cp_size": 1}, batch=Batch((0, 0))))
-@given(pack_cases(caps=CAPS, batch=zero_length_batches(),
-                  config=configs(contiguous_cp=CONTIG, tp=st.integers(1, 3),
+@given(pack_cases(caps=CAPS, batch=zero_length_batches(caps=CAPS),
+                  config=configs(caps=CAPS, tp=st.integers(1, 3),
                                  cp=st.integers(1, 4), **NO_TOTAL_STAGES)))
 def test_zero_length_sequences_match_reference(case: PackCase) -> None:
     """Empty sequences anywhere never change another sequence's rows (erratum E-3)."""
@@ -200,6 +215,7 @@ def test_zero_length_sequences_match_reference(case: PackCase) -> None:
 FORMS: tuple[str, ...] = tuple(getattr(h.target(), "batch_forms", ())) or ("list",)
 
 
+@h.needs("batch_forms")
 @pytest.mark.rules("R-IN-1", "R-IN-2", "R-ROW-1", "R-ROW-2", "R-POS-2", "R-ROLL-1")
 @h.prop_settings(0.5)
 @example(PackCase(config={"cp_size": 2}, batch=Batch((3, 0, 5), trail=(2,), dtype="float32")),
@@ -209,9 +225,7 @@ def test_batch_forms_match_reference(case: PackCase, form: str) -> None:
     """R-IN-1 defines a batch as an ordered sequence of arrays, not a container type: every
     input form the target accepts (a nested tensor, a flat buffer with lengths, ...) packs to
     the reference's rows and position ids on every rank."""
-    h.require("batch_forms")
-    if case.need_roll and "need_roll" not in CAPS:
-        return
+    h.assume_declared(case)
     seqs = case.batch.arrays()
     got = []
     for rank in range(case.cp_size):
@@ -224,16 +238,18 @@ def test_batch_forms_match_reference(case: PackCase, form: str) -> None:
     h.check_positions(case, got, want)
 
 
+@h.needs("row_map")
 @pytest.mark.rules("R-SHARD-1", "R-SHARD-2", "R-SHARD-3", "R-ALIGN-4")
 @h.prop_settings(0.5)
 @example([3, 0, 5], {"cp_size": 2})
 @example([7], {"cp_size": 3, "cp_layout": "contiguous", "min_local_rows": 5})
-@given(st.lists(st.integers(0, 200), min_size=1, max_size=12), configs(contiguous_cp=CONTIG))
+@given(st.lists(st.integers(0 if "zero_length" in CAPS else 1, 200), min_size=1, max_size=12),
+       configs(caps=CAPS))
 def test_row_map_matches_reference(seqlens: list[int], config: dict[str, Any]) -> None:
     """The target's row map (capability `row_map`) equals the reference's, row by row, on the
     reference's plan: the sharding compared without data, so a wrong map is found even where
     the values happen to coincide."""
-    h.require("row_map")
+    h.assume_declared(config=config, lengths=seqlens)
     cfg = h.ref_config(config)
     plan = h.reference.plan_thd(seqlens, cfg)
     meta = {k: getattr(plan, k) for k in h.META_ARRAYS + h.META_INTS}

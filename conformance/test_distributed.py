@@ -82,6 +82,7 @@ def _run_group(tmp_path: Path, cp: int, world: int,
     return results
 
 
+@h.needs("distributed")
 @pytest.mark.rules("R-MEG-3", "R-UNPACK-1", "R-UNPACK-2")
 @pytest.mark.parametrize("cp,world", [(2, 4), (4, 4)], ids=["cp2-two-groups", "cp4"])
 def test_distributed_unpack(tmp_path: Path, cp: int, world: int) -> None:
@@ -89,7 +90,6 @@ def test_distributed_unpack(tmp_path: Path, cp: int, world: int) -> None:
     own rows carry gradient 1 where real and 0 where padding. With cp 2 the world of 4 holds
     two CP groups, so gathering over the default group instead of the CP group fails. Both
     layouts share one world (the contiguous one where the target supports it)."""
-    h.require("distributed")
     layouts = ["zigzag", "contiguous"] if "contiguous" in h.caps() else ["zigzag"]
     cases = [case for layout in layouts for case in _cases(cp, layout)]
     results = _run_group(tmp_path, cp, world, cases)

@@ -51,6 +51,7 @@ def _all_engine_flags(draw: st.DrawFn, *, typed: bool) -> dict[str, Any]:
     return flags
 
 
+@h.needs("engine")
 @pytest.mark.rules("R-ENGINE-2", "R-ENGINE-3", "R-ENGINE-4", "R-ENGINE-5", "R-ENGINE-6",
                    "R-ENGINE-7")
 @h.prop_settings()
@@ -62,10 +63,10 @@ def _all_engine_flags(draw: st.DrawFn, *, typed: bool) -> dict[str, Any]:
 @given(engine_flags(typed=False))
 def test_engine_flags_match_reference(flags: dict[str, Any]) -> None:
     """Every combination of bool flags: the same rejection or the same PackConfig."""
-    h.require("engine")
     _compare(flags)
 
 
+@h.needs("engine")
 @pytest.mark.rules("R-ENGINE-1", "R-ERR-3")
 @h.prop_settings()
 @example({"pad_to_length_bucket": 0})
@@ -76,10 +77,10 @@ def test_engine_flags_match_reference(flags: dict[str, Any]) -> None:
 @given(engine_flags(typed=True))
 def test_engine_flag_types_match_reference(flags: dict[str, Any]) -> None:
     """Flags must be bools and the bucket an integer >= 1 even when unused."""
-    h.require("engine")
     _compare(flags)
 
 
+@h.needs("engine")
 @pytest.mark.rules("R-ENGINE-2", "R-ENGINE-3")
 @pytest.mark.parametrize("flags,error", [
     ({"dynamic_context_parallel": True, "use_remove_padding": False}, ValueError),
@@ -88,16 +89,15 @@ def test_engine_flag_types_match_reference(flags: dict[str, Any]) -> None:
 def test_dynamic_context_parallel_rejected(flags: dict[str, Any], error: type) -> None:
     """Dynamic context parallel: without remove-padding ValueError, with a bucket
     NotImplementedError (verl's engine behaviour)."""
-    h.require("engine")
     with pytest.raises(error) as caught:
         h.target().resolve_engine_config(**flags)
     assert all(h._names(flag, str(caught.value)) for flag in flags), str(caught.value)
 
 
+@h.needs("engine")
 @pytest.mark.rules("R-ENGINE-5")
 def test_topk_distillation_rejected_with_bucket() -> None:
     """Top-K distillation cannot use static packed shapes: RuntimeError."""
-    h.require("engine")
     with pytest.raises(RuntimeError) as caught:
         h.target().resolve_engine_config(pad_to_length=True, distillation_use_topk=True)
     # spec section 11: the message names the field (which flag forbids which)
@@ -105,21 +105,21 @@ def test_topk_distillation_rejected_with_bucket() -> None:
     assert h.target().resolve_engine_config(distillation_use_topk=True)["bucket"] is None
 
 
+@h.needs("engine")
 @pytest.mark.rules("R-ENGINE-6")
 def test_router_replay_rejected_with_bucket() -> None:
     """Router replay cannot use static packed shapes: RuntimeError."""
-    h.require("engine")
     with pytest.raises(RuntimeError) as caught:
         h.target().resolve_engine_config(pad_to_length=True, router_replay=True)
     assert h._names("pad_to_length", str(caught.value)), str(caught.value)
     assert h.target().resolve_engine_config(router_replay=True)["bucket"] is None
 
 
+@h.needs("engine")
 @pytest.mark.rules("R-ENGINE-4", "R-ENGINE-7")
 def test_bucket_needs_remove_padding() -> None:
     """pad_to_length without remove-padding is rejected (erratum E-6), with it the bucket is
     used, and without pad_to_length the bucket is ignored."""
-    h.require("engine")
     with pytest.raises(ValueError):
         h.target().resolve_engine_config(pad_to_length=True, use_remove_padding=False)
     assert h.target().resolve_engine_config(pad_to_length=True,

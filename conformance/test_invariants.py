@@ -31,7 +31,7 @@ def _pack_all(lens: tuple[int, ...], config: dict[str, Any]) -> list[tuple[Any, 
             for r in range(config["cp_size"])]
 
 
-cases = st.tuples(lengths(max_batch=24, budget=1500), configs(contiguous_cp="contiguous" in CAPS))
+cases = st.tuples(lengths(max_batch=24, budget=1500, caps=CAPS), configs(caps=CAPS))
 
 
 @pytest.mark.rules("R-SHARD-4", "R-ROW-1", "R-ROW-2", "R-POS-2")
@@ -45,6 +45,7 @@ def test_every_token_exactly_once(case: tuple[tuple[int, ...], dict[str, Any]]) 
     """Over all ranks: each real token once, with its own offset as position id; everything
     else is padding (the ranks' rows are a permutation of the padded buffer)."""
     lens, config = case
+    h.assume_declared(config=config, lengths=lens)
     results = _pack_all(lens, config)
     rows = np.concatenate([np.asarray(r[0]) for r in results])
     pos = np.concatenate([np.asarray(r[1]) for r in results])
@@ -104,6 +105,7 @@ def test_alignment_and_smallest_total(case: tuple[tuple[int, ...], dict[str, Any
     """Every P_i a multiple of A and at least L_i; only the last sequence takes the surplus;
     the total is a multiple of M, at least N, and the smallest such; local rows split by tp."""
     lens, config = case
+    h.assume_declared(config=config, lengths=lens)
     _, _, meta = h.target().pack(_encoded(lens), dict(config), 0, pad_value=PAD)
     a, m, _ = _modulus(config)
     padded = np.asarray(meta["seqlens_padded"], dtype=np.int64)

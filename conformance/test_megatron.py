@@ -16,6 +16,8 @@ from . import harness as h
 from .strategies import Batch, PackCase, batches, configs, pack_cases
 from .targets.protocol import plain_meta
 
+CAPS = h.caps()
+
 
 def _has_cp_partition_mode() -> bool:
     from megatron.core.packed_seq_params import PackedSeqParams
@@ -23,6 +25,7 @@ def _has_cp_partition_mode() -> bool:
     return "cp_partition_mode" in inspect.signature(PackedSeqParams.__init__).parameters
 
 
+@h.needs("megatron")
 @pytest.mark.rules("R-MEG-1")
 @h.prop_settings(0.5)
 @example(PackCase(config={"bucket": 512}, batch=Batch((513,))))
@@ -30,14 +33,14 @@ def _has_cp_partition_mode() -> bool:
 @example(PackCase(config={"cp_size": 2, "fp8": True}, batch=Batch((20, 5))))
 @example(PackCase(config={"cp_size": 2}, batch=Batch((4, 3)), need_roll=True))
 @example(PackCase(config={"tp_size": 3, "cp_layout": "contiguous"}, batch=Batch((4, 3))))
-@given(pack_cases(caps=h.caps(), config=configs(contiguous_cp=_has_cp_partition_mode()),
-                  batch=batches(max_batch=12, budget=400)))
+@given(pack_cases(caps=CAPS, config=configs(caps=CAPS, contiguous_cp=_has_cp_partition_mode()),
+                  batch=batches(max_batch=12, budget=400, caps=CAPS)))
 def test_preprocess_fields(case: PackCase) -> None:
     """rows[None], position_ids[None], qkv_format 'thd', every cu_seqlens field equal to
     cu_seqlens_padded, max_seqlen_q = max_seqlen_kv = max_seqlen; rows and position ids as
     pack_thd with pad_value 0. A wrong plan or wrong rows are reported against their own rules
     (R-META, R-ROW, R-POS, R-ROLL), a wrong field mapping against R-MEG-1."""
-    h.require("megatron")
+    h.assume_declared(case)
     seqs = case.batch.arrays()
     case = PackCase(config=case.config, batch=case.batch, need_roll=case.need_roll)  # pad 0
     want = h.run_reference(case, seqs)
@@ -70,15 +73,17 @@ def test_preprocess_fields(case: PackCase) -> None:
     h.check_positions(case, results, want)
 
 
+@h.needs("distributed")
 @pytest.mark.rules("R-MEG-3", "R-UNPACK-1")
 @h.prop_settings(0.5)
 @given(pack_cases(caps=frozenset(), need_roll=False,
-                  config=configs(cp=st.just(1), bucket=st.none(), min_local_rows=st.none()),
-                  batch=batches(max_batch=12, budget=400, dtypes=("float32", "int64"))))
+                  config=configs(caps=CAPS, cp=st.just(1), bucket=st.none(),
+                                 min_local_rows=st.none()),
+                  batch=batches(max_batch=12, budget=400, dtypes=("float32", "int64"), caps=CAPS)))
 def test_postprocess_single_rank(case: PackCase) -> None:
     """postprocess_thd_engine with cp_size 1 (no collective): the sequences back, and the
     gradient of their sum is 1 on real rows and 0 on padding."""
-    h.require("distributed")
+    h.assume_declared(case)
     seqs = case.batch.arrays()
     rows, _, meta = h.target().pack(seqs, dict(case.config), 0)
     outs, grad = h.target().distributed_unpack(rows, meta, dict(case.config), 0, None)
@@ -90,6 +95,7 @@ def test_postprocess_single_rank(case: PackCase) -> None:
     h.check_local_grad(grad, plan, cfg, 0, str(case))
 
 
+@h.needs("local_gather")
 @pytest.mark.rules("R-MEG-3", "R-UNPACK-1", "R-UNPACK-2", "R-UNPACK-3")
 @h.prop_settings(0.5)
 @example(PackCase(config={"cp_size": 2}, batch=Batch((5, 0, 13, 1), trail=(3,),
@@ -99,8 +105,8 @@ def test_postprocess_single_rank(case: PackCase) -> None:
 @example(PackCase(config={"cp_size": 3, "fp8": True, "bucket": 96},
                   batch=Batch((0, 17), trail=(2,), dtype="int64", seed=3)))
 @given(pack_cases(caps=frozenset({"contiguous"}), need_roll=False,
-                  config=configs(cp=st.integers(2, 5)),
-                  batch=batches(max_batch=10, budget=300,
+                  config=configs(caps=CAPS, cp=st.integers(2, 5)),
+                  batch=batches(max_batch=10, budget=300, caps=CAPS,
                                 dtypes=("float32", "float64", "int64", "bool"))))
 def test_postprocess_every_rank_in_process(case: PackCase) -> None:
     """postprocess_thd_engine on every CP rank, its all_gather answered in this process with
@@ -108,7 +114,7 @@ def test_postprocess_every_rank_in_process(case: PackCase) -> None:
     bit for bit, its own rows carry gradient 1 where real and 0 where padding, and the gather
     goes over the CP group it was given. The same check as the distributed one, without
     processes, so that every example and layout is cheap."""
-    h.require("local_gather")
+    h.assume_declared(case)
     seqs = case.batch.arrays()
     cfg = h.ref_config(case.config)
     plan = reference.plan_thd(list(case.batch.lengths), cfg)
@@ -124,11 +130,11 @@ def test_postprocess_every_rank_in_process(case: PackCase) -> None:
         h.check_local_grad(grad, plan, cfg, rank, str(case))
 
 
+@h.needs("megatron")
 @pytest.mark.rules("R-MEG-2")
 def test_contiguous_needs_cp_partition_mode() -> None:
     """Without PackedSeqParams.cp_partition_mode, contiguous cp > 1 raises ValueError before
     touching data; with it, the field carries the layout."""
-    h.require("megatron")
     seqs = [np.arange(6, dtype=np.int64), np.arange(3, dtype=np.int64)]
     before = [s.copy() for s in seqs]
     config = {"cp_size": 2, "cp_layout": "contiguous"}
@@ -148,13 +154,13 @@ def test_contiguous_needs_cp_partition_mode() -> None:
     assert np.array_equal(rows[0], ref_rows)
 
 
+@h.needs("megatron_checks")
 @pytest.mark.rules("R-MEG-1", "R-ERR-1")
 @pytest.mark.parametrize("kind", ["list", "ndarray", "none"])
 def test_preprocess_rejects_foreign_input_ids(kind: str) -> None:
     """input_ids that is not the adapter's batch type (a jagged nested tensor: a list of arrays,
     a plain NumPy array, None) raises TypeError naming input_ids (R-ERR-1: a batch that is not
     one of the implementation's batch forms), not an AttributeError from inside."""
-    h.require("megatron_checks")
     seqs = [np.arange(5, dtype=np.int64), np.arange(3, dtype=np.int64)]
     input_ids = {"list": seqs, "ndarray": np.zeros((2, 3), np.int64), "none": None}[kind]
     before = h.snapshot(seqs)
@@ -178,13 +184,13 @@ def _nested(lengths: tuple[int, ...]) -> Any:
     return torch.nested.nested_tensor([torch.arange(n) for n in lengths], layout=torch.jagged)
 
 
+@h.needs("megatron_checks")
 @pytest.mark.rules("R-ERR-4", "R-MEG-2")
 @pytest.mark.parametrize("step", ["preprocess", "postprocess"])
 @pytest.mark.parametrize("layout", ["ring", "Zigzag", ""])
 def test_adapter_rejects_cp_layout(step: str, layout: str) -> None:
     """An unknown cp_layout given to the adapter raises ValueError naming cp_layout and the
     value (R-ERR-4), in preprocess and in postprocess, before any data is read."""
-    h.require("megatron_checks")
     if step == "preprocess":
         got = h.outcome(lambda: h.target().megatron_preprocess_as_is(
             _nested((3, 2)), {}, 0, cp_layout=layout))
@@ -224,6 +230,7 @@ def _post_input(
     return config, seqs, rows, meta
 
 
+@h.needs("megatron_checks")
 @pytest.mark.rules("R-MEG-3", "R-UNPACK-1", "R-UNPACK-3")
 @pytest.mark.parametrize("name", sorted(POST_CASES))
 def test_postprocess_uses_padded_offsets(name: str) -> None:
@@ -231,7 +238,6 @@ def test_postprocess_uses_padded_offsets(name: str) -> None:
     cu_seqlens_kv the real boundaries, the *_padded fields the padded ones): postprocess still
     returns every sequence, because the rows sit at the padded offsets (R-UNPACK-1's row map is
     built from seqlens_padded; R-MEG-1 puts them in cu_seqlens_q_padded)."""
-    h.require("megatron_checks")
     config, seqs, rows, meta = _post_input(name)
     real = np.asarray(meta["cu_seqlens"], np.int32)
     assert not np.array_equal(real, meta["cu_seqlens_padded"]), "the case needs padding"
@@ -246,13 +252,13 @@ def test_postprocess_uses_padded_offsets(name: str) -> None:
                     {"R-MEG-3", "R-UNPACK-1"})
 
 
+@h.needs("megatron_checks")
 @pytest.mark.rules("R-MEG-3", "R-ERR-11")
 @pytest.mark.parametrize("shape", ["no-batch-dim", "batch-2", "rows-short", "rows-long",
                                    "flat-1d", "scalar"])
 def test_postprocess_rejects_output_shape(shape: str) -> None:
     """An output that is not `[1, local_rows, *trail]` raises ValueError (a shard whose row count
     is not local_rows, R-ERR-11), before anything is read; the output is left unchanged."""
-    h.require("megatron_checks")
     config, _, rows, meta = _post_input("tp2")
     output = {"no-batch-dim": rows, "batch-2": np.stack([rows, rows]),
               "rows-short": rows[None, :-2], "rows-long": np.concatenate([rows, rows])[None],
@@ -269,12 +275,12 @@ def test_postprocess_rejects_output_shape(shape: str) -> None:
                               f"{str(got)!r} names neither output nor shards", {"R-ERR-11"})
 
 
+@h.needs("megatron_checks")
 @pytest.mark.rules("R-MEG-3", "R-ERR-11")
 @pytest.mark.parametrize("delta", [-1, 1])
 def test_postprocess_rejects_batch_size(delta: int) -> None:
     """A batch_size that is not the number of sequences in input_ids raises ValueError naming
     batch_size and its value (verl's postprocess signature carries both)."""
-    h.require("megatron_checks")
     config, seqs, rows, meta = _post_input("tp2")
     wrong = len(seqs) + delta
     got = h.outcome(lambda: h.target().megatron_postprocess(rows[None], meta, config,
@@ -287,18 +293,19 @@ def test_postprocess_rejects_batch_size(delta: int) -> None:
                               "does not name batch_size and its value", {"R-ERR-11"})
 
 
+@h.needs("simulated_megatron")
 @pytest.mark.rules("R-MEG-1", "R-MEG-2", "R-SHARD-3")
 @h.prop_settings(0.5)
 @example(PackCase(config={"cp_size": 2, "cp_layout": "contiguous"}, batch=Batch((5, 3))))
 @given(pack_cases(caps=frozenset({"contiguous"}), need_roll=False,
-                  config=configs(cp=st.integers(2, 4)).filter(
+                  config=configs(caps=CAPS, cp=st.integers(2, 4)).filter(
                       lambda c: c["cp_layout"] == "contiguous"),
-                  batch=batches(max_batch=8, budget=200)))
+                  batch=batches(max_batch=8, budget=200, caps=CAPS)))
 def test_contiguous_with_cp_partition_mode(case: PackCase) -> None:
     """Under a megatron-core whose PackedSeqParams has cp_partition_mode (simulated where the
     installed one lacks it, capability `simulated_megatron`), contiguous cp > 1 is accepted,
     the field says 'contiguous', and every rank's rows are the spec's contiguous shards."""
-    h.require("simulated_megatron")
+    h.assume_declared(case)
     seqs = case.batch.arrays()
     want = h.run_reference(case, seqs)
     for rank in range(case.cp_size):
@@ -309,19 +316,21 @@ def test_contiguous_with_cp_partition_mode(case: PackCase) -> None:
         assert h.same_bits(rows[0], want[rank].rows), f"rank {rank}: rows differ from the spec"
 
 
+@h.needs("simulated_megatron")
 @pytest.mark.rules("R-MEG-1", "R-MEG-3")
 @h.prop_settings(0.5)
 @example(PackCase(config={"cp_size": 2}, batch=Batch((5, 0, 3), trail=(2,), dtype="float32")))
 @given(pack_cases(caps=frozenset({"contiguous"}), need_roll=False,
-                  config=configs(cp=st.integers(2, 4)),
-                  batch=batches(max_batch=8, budget=200, dtypes=("float32", "int64"))))
+                  config=configs(caps=CAPS, cp=st.integers(2, 4)),
+                  batch=batches(max_batch=8, budget=200, dtypes=("float32", "int64"),
+                                caps=CAPS)))
 def test_dynamic_cp_simulated(case: PackCase) -> None:
     """Dynamic context parallel (verl's `local_cp_size`) under a simulated megatron-core that has
     `get_dynamic_data_context_parallel_groups` (capability `simulated_megatron`), with Megatron's
     static CP size set to 1: preprocess packs the shards of cp_size = local_cp_size and hands
     local_cp_size and the dynamic group to PackedSeqParams; postprocess gathers over that group
     and returns the batch, the local rows in the autograd graph."""
-    h.require("simulated_megatron")
+    h.assume_declared(case)
     seqs = case.batch.arrays()
     want = h.run_reference(case, seqs)
     cfg = h.ref_config(case.config)
@@ -342,11 +351,11 @@ def test_dynamic_cp_simulated(case: PackCase) -> None:
         h.check_local_grad(grad, plan, cfg, rank, str(case))
 
 
+@h.needs("megatron_checks")
 @pytest.mark.rules("R-MEG-1")
 def test_dynamic_cp_needs_megatron_support() -> None:
     """Where the installed megatron-core has no dynamic CP groups, `local_cp_size` raises
     ValueError naming local_cp_size before touching data (erratum E-9)."""
-    h.require("megatron_checks")
     from megatron.core import parallel_state
 
     if hasattr(parallel_state, "get_dynamic_data_context_parallel_groups"):
@@ -359,12 +368,12 @@ def test_dynamic_cp_needs_megatron_support() -> None:
                               f"{got!r}", {"R-MEG-1"})
 
 
+@h.needs("megatron_checks")
 @pytest.mark.rules("R-MEG-3", "R-ERR-11")
 @pytest.mark.parametrize("kind", ["2-D", "float"])
 def test_postprocess_names_malformed_cu_seqlens(kind: str) -> None:
     """A PackedSeqParams whose cu_seqlens_q_padded is not a 1-D integer array: the error names
     cu_seqlens_q_padded (spec section 11: the field)."""
-    h.require("megatron_checks")
     config, _, rows, meta = _post_input("tp2")
     cu = np.asarray(meta["cu_seqlens_padded"])
     bad = cu[None] if kind == "2-D" else cu.astype(np.float32)
@@ -378,11 +387,11 @@ def test_postprocess_names_malformed_cu_seqlens(kind: str) -> None:
                               f"error naming cu_seqlens_q_padded, got {got!r}", {"R-ERR-11"})
 
 
+@h.needs("megatron_checks")
 @pytest.mark.rules("R-MEG-3", "R-UNPACK-1")
 def test_postprocess_without_padded_offsets() -> None:
     """A PackedSeqParams whose cu_seqlens_q_padded is None (Megatron's default when nothing is
     padded): postprocess locates the rows by cu_seqlens_q."""
-    h.require("megatron_checks")
     config, seqs, rows, meta = _post_input("tp2")
     outs = h.target().megatron_postprocess(rows[None], meta, config,
                                            params={"cu_seqlens_q_padded": None})
@@ -391,12 +400,12 @@ def test_postprocess_without_padded_offsets() -> None:
         assert h.same_bits(np.asarray(g), w), f"sequence {i} differs"
 
 
+@h.needs("local_gather")
 @pytest.mark.rules("R-MEG-3", "R-ERR-11")
 def test_postprocess_rejects_indivisible_total() -> None:
     """PackedSeqParams whose padded total is not divisible by cp_size (a forged plan) make
     postprocess raise ValueError naming cp_size and the total, before gathering
     (capability `local_gather`)."""
-    h.require("local_gather")
     meta = {"seqlens": np.array([3], np.int32), "seqlens_padded": np.array([5], np.int32),
             "cu_seqlens": np.array([0, 3], np.int32),
             "cu_seqlens_padded": np.array([0, 5], np.int32), "max_seqlen": 5, "total": 5,

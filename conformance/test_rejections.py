@@ -9,13 +9,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import reference
 
 from . import harness as h
 from .strategies import (
+    CONFIG_FEATURES,
     INT32_MAX,
     UNPACK_FAULTS,
     bad_batches,
@@ -27,6 +28,7 @@ from .strategies import (
     bad_pad_values,
     bad_ranks,
     bad_sizes,
+    rows_bound,
 )
 
 BASE_CONFIG: dict[str, Any] = {"tp_size": 1, "cp_size": 2, "cp_layout": "zigzag", "fp8": False,
@@ -35,6 +37,15 @@ BASE_CONFIG: dict[str, Any] = {"tp_size": 1, "cp_size": 2, "cp_layout": "zigzag"
 
 def _batch(dtype: str = "int64") -> list[np.ndarray]:
     return [np.arange(5).astype(dtype), np.arange(3).astype(dtype)]
+
+
+def _length_rows(seqlens: Any) -> int:
+    """The rows a packer without length checks would build for `seqlens` (their integer sum,
+    0 for anything that is not a sequence of integers), to respect a target's `max_rows`."""
+    try:
+        return sum(max(int(n), 0) for n in seqlens if not isinstance(n, bool | float | str))
+    except (TypeError, ValueError):
+        return 0
 
 
 def _compare_pack(seqs: Any, config: dict[str, Any], cp_rank: Any = 0, need_roll: Any = False,
@@ -66,12 +77,12 @@ def _compare_pack(seqs: Any, config: dict[str, Any], cp_rank: Any = 0, need_roll
                                   f"spec's {ref_rows.tolist()}", {"R-TOTAL-4", "R-ROW-1"})
 
 
+@h.needs("parallel_state_checks")
 @pytest.mark.rules("R-IN-3", "R-ERR-1", "R-ERR-2")
 @h.prop_settings(0.5)
 @given(st.sampled_from(["tp_size", "cp_size"]), bad_sizes)
 def test_reject_parallel_sizes(field: str, value: Any) -> None:
     """tp_size / cp_size: non-integers (bool, float, str) TypeError, < 1 ValueError."""
-    h.require("parallel_state_checks")
     _compare_pack(_batch(), {**BASE_CONFIG, field: value}, rules=_by_class("R-ERR-2"),
                   field=field)
 
@@ -94,24 +105,26 @@ FIELD_VALUES = {"bucket": bad_buckets, "min_local_rows": bad_min_local_rows,
 
 
 @pytest.mark.rules("R-IN-3", "R-ERR-1", "R-ERR-2", "R-ERR-3", "R-ERR-4")
-@pytest.mark.parametrize("field", sorted(FIELD_VALUES))
+@pytest.mark.parametrize("field", [
+    pytest.param(f, marks=h.needs(f)) if f in CONFIG_FEATURES else f for f in sorted(FIELD_VALUES)
+])
 @h.prop_settings(0.5)
 @given(data=st.data())
 def test_reject_config_flags(field: str, data: st.DataObject) -> None:
     """User-facing config fields, one test per field so each gets its own minimal example:
     bucket (bool/float/str TypeError, < 1 ValueError, erratum E-7), min_local_rows, cp_layout,
-    fp8."""
+    fp8. A field whose feature the target declines (bucket, fp8, min_local_rows) is declined."""
     value = data.draw(FIELD_VALUES[field], label=field)
     _compare_pack(_batch(), {**BASE_CONFIG, field: value}, rules=_by_class(*FIELD_RULES[field]),
                   field=field)
 
 
+@h.needs("parallel_state_checks")
 @pytest.mark.rules("R-IN-4", "R-ERR-1", "R-ERR-5")
 @h.prop_settings(0.5)
 @given(bad_ranks)
 def test_reject_cp_rank(value: Any) -> None:
     """cp_rank: a non-integer TypeError, outside [0, cp_size) ValueError."""
-    h.require("parallel_state_checks")
     cp = BASE_CONFIG["cp_size"]
     rank = {"neg": -1, "cp": cp, "cp+3": cp + 3}.get(value, value) if isinstance(value, str) \
         else value
@@ -119,6 +132,7 @@ def test_reject_cp_rank(value: Any) -> None:
                   field="cp_rank")
 
 
+@h.needs("need_roll")
 @pytest.mark.rules("R-IN-4", "R-ERR-1")
 @h.prop_settings(0.5)
 @given(bad_flags)
@@ -131,12 +145,12 @@ PAD_DTYPES = ["bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "in
               "float16", "float32", "float64", "complex64"]
 
 
+@h.needs("pad_value")
 @pytest.mark.rules("R-IN-4", "R-IN-5", "R-ERR-1", "R-ERR-10")
 @h.prop_settings()
 @given(st.sampled_from(PAD_DTYPES).flatmap(lambda d: st.tuples(st.just(d), bad_pad_values(d))))
 def test_reject_pad_value(dtype_value: tuple[str, Any]) -> None:
     """pad_value: not a bool/int/float TypeError; not representable in the dtype ValueError."""
-    h.require("pad_value")
     dtype, value = dtype_value
     _compare_pack(_batch(dtype), BASE_CONFIG, pad_value=value, rules=_by_class("R-ERR-10"),
                   field="pad_value")
@@ -158,24 +172,25 @@ def _bad_batch(kind: str) -> Any:
     }[kind]
 
 
+@h.needs("batch_checks")
 @pytest.mark.rules("R-IN-1", "R-ERR-1", "R-ERR-7", "R-ERR-9")
 @h.prop_settings(0.5)
 @given(bad_batches)
 def test_reject_batch(kind: str) -> None:
     """Batch structure: not a list/tuple or a foreign element TypeError, empty ValueError,
     0-d or mixed trailing shapes ValueError, mixed dtypes TypeError."""
-    h.require("batch_checks")
     _compare_pack(_bad_batch(kind), BASE_CONFIG)
 
 
+@h.needs("plan")
 @pytest.mark.rules("R-ERR-1", "R-ERR-6", "R-ERR-8")
 @h.prop_settings(0.5)
 @given(st.lists(st.just(4), min_size=0, max_size=3), bad_lengths, st.integers(0, 3))
 def test_reject_lengths(good: list[int], bad: Any, where: int) -> None:
     """Lengths (capability `plan`): negative ValueError, above INT32_MAX ValueError, a
     non-integer TypeError; an empty list ValueError."""
-    h.require("plan")
     seqlens = good[:where] + [bad] + good[where:]
+    assume(h.within_rows(_length_rows(seqlens)))
     want = h.outcome(lambda: reference.plan_thd(seqlens, reference.PackConfig()))
     got = h.outcome(lambda: h.target().plan(seqlens, {}))
     h.check_same_rejection(want, got, f"plan({seqlens!r})")
@@ -185,14 +200,19 @@ def test_reject_lengths(good: list[int], bad: Any, where: int) -> None:
 
 @pytest.mark.rules("R-ERR-8", "R-TOTAL-6")
 @pytest.mark.parametrize("config", [
-    {"bucket": 2**31},
-    {"min_local_rows": 2**31},
-    {"cp_size": 2, "bucket": INT32_MAX},
-    {"cp_size": 4, "tp_size": 2, "bucket": 2**30 + 1},
-], ids=["bucket-2^31", "min_local_rows-2^31", "cp2-bucket-int32max", "cp4-tp2-bucket-2^30+1"])
+    pytest.param({"bucket": 2**31}, marks=h.needs("bucket"), id="bucket-2^31"),
+    pytest.param({"min_local_rows": 2**31}, marks=h.needs("min_local_rows"),
+                 id="min_local_rows-2^31"),
+    pytest.param({"cp_size": 2, "bucket": INT32_MAX}, marks=h.needs("bucket"),
+                 id="cp2-bucket-int32max"),
+    pytest.param({"cp_size": 4, "tp_size": 2, "bucket": 2**30 + 1}, marks=h.needs("bucket"),
+                 id="cp4-tp2-bucket-2^30+1"),
+])
 def test_reject_total_above_int32(config: dict[str, Any]) -> None:
     """A total above INT32_MAX is rejected with ValueError before any allocation (erratum E-8:
-    int32 metadata would wrap)."""
+    int32 metadata would wrap). Not run on a target whose `max_rows` is below that total: a
+    packer without the check would build it."""
+    h.require_rows(rows_bound([3], {**BASE_CONFIG, "cp_size": 1, **config}), "this total")
     _compare_pack([np.arange(3, dtype=np.int8)], {**BASE_CONFIG, "cp_size": 1, **config},
                   rules={"R-ERR-8", "R-TOTAL-6"})
 
@@ -235,13 +255,13 @@ UNPACK_VALUES = {"shards-stacked": "object", "shards-dict": "object", "element-l
                  "element-none": 0, "trail-mismatch": (11, 13)}
 
 
+@h.needs("unpack", "unpack_checks")
 @pytest.mark.rules("R-ERR-11")
 @pytest.mark.parametrize("kind", UNPACK_FAULTS)
 def test_reject_unpack(kind: str) -> None:
     """unpack: wrong shard count, row count, trailing shape, dtype, a total that is not
     local_rows * cp_size, or shards that are not a list or hold a non-array (TypeError naming
     shards and the type it got); a trailing-shape mismatch reports both shapes."""
-    h.require("unpack", "unpack_checks")
     shards, meta, config = _bad_unpack(kind)
     ref_plan = reference.Plan(**{k: (np.asarray(v, np.int32) if k in h.META_ARRAYS else v)
                                  for k, v in meta.items()})  # type: ignore[arg-type]
@@ -303,6 +323,7 @@ def _forge(kind: str, seqlens: list[int], config: dict[str, Any], which: int) ->
     return meta
 
 
+@h.needs("unpack", "forged_plan_checks")
 @pytest.mark.rules("R-ERR-11")
 @pytest.mark.parametrize("kind", FORGERIES)
 @h.prop_settings(0.1)
@@ -313,7 +334,6 @@ def test_reject_forged_plan(kind: str, seqlens: list[int], cp: int, layout: str,
     """A forged plan (capability `forged_plan_checks`: the MAY of R-ERR-11): unpack raises
     ValueError naming the plan, instead of reading out of range or returning wrong sequences;
     the shards are left unchanged."""
-    h.require("unpack", "forged_plan_checks")
     if kind == "zigzag-misaligned" and (cp == 1 or layout != "zigzag"):
         layout, cp = "zigzag", 2  # only zigzag chunks need P_i divisible by 2 * cp
     config = {**BASE_CONFIG, "cp_size": cp, "cp_layout": layout}
@@ -332,6 +352,7 @@ def test_reject_forged_plan(kind: str, seqlens: list[int], cp: int, layout: str,
                               {"R-ERR-11"})
 
 
+@h.needs("plan")
 @pytest.mark.rules("R-ERR-1", "R-ERR-6", "R-ERR-8", "R-TOTAL-6")
 @pytest.mark.parametrize("seqlens", [
     [2**63], [-(2**63) - 1], [4, 2**64], [-(2**63), 2**64], "44", None, {4},
@@ -345,7 +366,7 @@ def test_lengths_edges(seqlens: Any) -> None:
     """Lengths beyond int64, containers that are not a 1-D integer sequence (TypeError or
     ValueError naming seqlens), and narrow integer arrays whose sum does not fit their dtype
     (accepted with the reference's total, or rejected above INT32_MAX, never wrapped)."""
-    h.require("plan")
+    h.require_rows(_length_rows(seqlens), f"plan({seqlens!r})")
     want = h.outcome(lambda: reference.plan_thd(seqlens, reference.PackConfig()))
     got = h.outcome(lambda: h.target().plan(seqlens, {}))
     h.check_same_rejection(want, got, f"plan({seqlens!r})", names=("seqlens",))
@@ -390,6 +411,7 @@ def _flat_expected(lengths: Any, rows: int) -> tuple[type[BaseException], set[st
     return ValueError, {"R-IN-1", "R-ERR-9"}
 
 
+@h.needs("flat_batch_checks")
 @pytest.mark.rules("R-IN-1", "R-ERR-1", "R-ERR-6", "R-ERR-7", "R-ERR-8", "R-ERR-9")
 @pytest.mark.parametrize("kind", sorted(FLAT_FAULTS))
 def test_reject_flat_lengths(kind: str) -> None:
@@ -397,7 +419,6 @@ def test_reject_flat_lengths(kind: str) -> None:
     dims), negative, non-integer or bool, 2-D, empty, above INT32_MAX. The spec's error class,
     a message naming `lengths` (as written: case matters) and, for a sum or a negative length,
     the offending number; values and lengths unchanged."""
-    h.require("flat_batch_checks")
     lengths, rows, trail = FLAT_FAULTS[kind]
     values = np.arange(rows * int(np.prod(trail)), dtype=np.int64).reshape(rows, *trail)
     expected, rules = _flat_expected(lengths, rows)
@@ -422,12 +443,12 @@ def test_reject_flat_lengths(kind: str) -> None:
                               rules)
 
 
+@h.needs("flat_batch_checks")
 @pytest.mark.rules("R-IN-1", "R-ROW-1")
 def test_flat_lengths_accepted() -> None:
     """The look-alikes of the faults above are accepted: lengths as a list, as an int32 array,
     with NumPy integers and a zero length, each giving the reference's rows for the split batch
     (so the rejections above are not a target that rejects every flat batch)."""
-    h.require("flat_batch_checks")
     values = np.arange(24, dtype=np.int64).reshape(8, 3)
     seqs = [values[:3], values[3:3], values[3:]]
     want, _, _ = reference.pack_thd(seqs, reference.PackConfig(**BASE_CONFIG), 1)
@@ -441,6 +462,7 @@ FOREIGN: dict[str, Any] = {"dict": lambda meta, config: (dict(meta), dict(config
            "tuple": lambda meta, config: (tuple(meta.values()), tuple(config.values()))}
 
 
+@h.needs("api_type_checks")
 @pytest.mark.rules("R-ERR-1")
 @pytest.mark.parametrize("field", ["plan", "config"])
 @pytest.mark.parametrize("kind", sorted(FOREIGN))
@@ -448,7 +470,6 @@ def test_reject_foreign_plan_or_config(field: str, kind: str) -> None:
     """unpack_thd / pack_thd called with a plan or config that is not the implementation's
     Plan / PackConfig (capability `api_type_checks`): TypeError whose message names the field
     and the type it got, as the reference's does; shards and batch unchanged."""
-    h.require("api_type_checks")
     config = dict(BASE_CONFIG)
     seqs = _batch()
     ref_cfg = reference.PackConfig(**config)
@@ -480,14 +501,16 @@ def test_reject_foreign_plan_or_config(field: str, kind: str) -> None:
                                   f"({type(bad).__name__})", {"R-ERR-1"})
 
 
+@h.needs("native_scalars")
 @pytest.mark.rules("R-IN-3", "R-IN-4", "R-ERR-1")
-@pytest.mark.parametrize("field", ["tp_size", "cp_size", "bucket", "min_local_rows", "cp_rank"])
+@pytest.mark.parametrize("field", [
+    "tp_size", "cp_size", pytest.param("bucket", marks=h.needs("bucket")),
+    pytest.param("min_local_rows", marks=h.needs("min_local_rows")), "cp_rank"])
 @pytest.mark.parametrize("value", [1, True, False, 1.0], ids=["1", "True", "False", "1.0"])
 def test_native_scalars(field: str, value: bool | int | float) -> None:
     """The target's own 0-d array (capability `native_scalars`, e.g. `torch.tensor(True)`) as a
     size, bucket or cp_rank behaves as the Python scalar it holds: an int is accepted with the
     reference's rows; a bool or a float is not an integer (spec section 0) and raises TypeError."""
-    h.require("native_scalars")
     native = h.target().native_scalar(value)
     config = dict(BASE_CONFIG)
     cp_rank: Any = 0
@@ -528,13 +551,13 @@ BATCH_MESSAGES: dict[str, tuple[Any, tuple[str, ...]]] = {
 }
 
 
+@h.needs("batch_checks")
 @pytest.mark.rules("R-ERR-1", "R-ERR-9")
 @pytest.mark.parametrize("kind", sorted(BATCH_MESSAGES))
 def test_batch_error_names_values(kind: str) -> None:
     """A batch with mixed trailing shapes or dtypes, or an element that is not an array: the
     reference's error class, and a message that shows the offending values (both trailing shapes,
     both dtypes, the element's type), not just that something is wrong."""
-    h.require("batch_checks")
     seqs, shown = BATCH_MESSAGES[kind]
     want = h.outcome(lambda: reference.pack_thd(seqs, reference.PackConfig(), 0))
     got = h.outcome(lambda: h.target().pack(seqs, {}, 0))
@@ -556,12 +579,12 @@ FLAT_VALUES: dict[str, tuple[Any, Any, type[BaseException], tuple[str, ...]]] = 
 }
 
 
+@h.needs("flat_batch_checks")
 @pytest.mark.rules("R-IN-1", "R-ERR-1", "R-ERR-9")
 @pytest.mark.parametrize("kind", sorted(FLAT_VALUES))
 def test_reject_flat_values(kind: str) -> None:
     """lengths= belongs to one flat array: with a list of arrays it is a TypeError (not an
     AttributeError from inside), with 0-d values a ValueError; both name what is wrong."""
-    h.require("flat_batch_checks")
     values, lengths, expected, shown = FLAT_VALUES[kind]
     got = h.outcome(lambda: h.target().pack_flat(values, lengths, dict(BASE_CONFIG), 0))
     rules = {"R-ERR-1"} if expected is TypeError else {"R-ERR-9"}
@@ -574,13 +597,14 @@ def test_reject_flat_values(kind: str) -> None:
                               f"{missing}", rules)
 
 
+@h.needs("plan")
 @pytest.mark.rules("R-ERR-8")
 @pytest.mark.parametrize("first", [7, 200])
 def test_length_beyond_int64_is_named(first: int) -> None:
     """A length beyond int64 next to a valid one (capability `plan`): ValueError whose message
     shows that length, not its neighbour (spec section 11: the offending value)."""
-    h.require("plan")
     seqlens = [first, 2**64]
+    h.require_rows(_length_rows(seqlens), f"plan({seqlens!r})")
     got = h.outcome(lambda: h.target().plan(seqlens, {}))
     if not isinstance(got, ValueError):
         raise h.RuleViolation(f"plan({seqlens}): expected ValueError, got {got!r}", {"R-ERR-8"})
@@ -589,12 +613,12 @@ def test_length_beyond_int64_is_named(first: int) -> None:
                               {"R-ERR-8"})
 
 
+@h.needs("api_type_checks")
 @pytest.mark.rules("R-ERR-1")
 @pytest.mark.parametrize("kind", sorted(FOREIGN))
 def test_plan_rejects_foreign_config(kind: str) -> None:
     """plan with a config that is not the implementation's type (capability
     `api_type_checks`): TypeError naming config and the type it got."""
-    h.require("api_type_checks")
     config = {"dict": {}, "str": "config", "tuple": ()}[kind]
     got = h.outcome(lambda: h.target().plan_as_is([3, 4], config))
     if not isinstance(got, TypeError):
@@ -605,13 +629,13 @@ def test_plan_rejects_foreign_config(kind: str) -> None:
                               f"name config and {type(config).__name__}", {"R-ERR-1"})
 
 
+@h.needs("pad_value")
 @pytest.mark.rules("R-IN-5", "R-ROW-2")
 @pytest.mark.parametrize("dtype,value", [("uint32", 2**31), ("uint32", 2**32 - 1),
                                          ("uint64", 2**63), ("uint16", 2**15)])
 def test_pad_value_at_the_sign_bit(dtype: str, value: int) -> None:
     """An unsigned pad value at or above the sign bit of the same-width signed type is written
     exactly (capability `pad_value`): the rows equal the reference's."""
-    h.require("pad_value")
     seqs = [np.arange(3, dtype=dtype), np.arange(2, dtype=dtype)]
     want, _, _ = reference.pack_thd(seqs, reference.PackConfig(tp_size=4), 0, pad_value=value)
     got, _, _ = h.target().pack(seqs, {"tp_size": 4}, 0, pad_value=value)

@@ -29,6 +29,7 @@ def _assert_batch_equal(got: list[np.ndarray], want: list[np.ndarray]) -> None:
             raise AssertionError(f"sequence {i} row {bad}: {g[bad]!r} back, {w[bad]!r} in")
 
 
+@h.needs("unpack")
 @pytest.mark.rules("R-UNPACK-1", "R-UNPACK-2")
 @h.prop_settings()
 @example(PackCase(config={"cp_size": 2}, batch=Batch((0, 3, 0), trail=(2,))))
@@ -39,19 +40,19 @@ def _assert_batch_equal(got: list[np.ndarray], want: list[np.ndarray]) -> None:
 @given(pack_cases(caps=CAPS, need_roll=False))
 def test_roundtrip(case: PackCase) -> None:
     """unpack(pack on every rank) is the input, bit for bit, zero-length sequences included."""
-    h.require("unpack")
+    h.assume_declared(case)
     seqs = case.batch.arrays()
     got = h.run_target(case, seqs)
     out = h.target().unpack([g.rows for g in got], got[0].meta, dict(case.config))
     _assert_batch_equal(out, seqs)
 
 
+@h.needs("unpack")
 @pytest.mark.rules("R-UNPACK-3", "R-UNPACK-1")
 @h.prop_settings(0.5)
 @given(pack_cases(caps=CAPS, need_roll=False))
 def test_unpack_ignores_padding(case: PackCase) -> None:
     """Garbage in every padding row never reaches the output."""
-    h.require("unpack")
     seqs = case.batch.arrays()
     got = h.run_target(case, seqs)
     plan = h.run_reference(case, seqs)[0].meta
@@ -69,13 +70,13 @@ def test_unpack_ignores_padding(case: PackCase) -> None:
     _assert_batch_equal(h.target().unpack(shards, got[0].meta, dict(case.config)), seqs)
 
 
+@h.needs("unpack")
 @pytest.mark.rules("R-UNPACK-1")
 @h.prop_settings(0.5)
-@given(configs(contiguous_cp="contiguous" in CAPS), batches(max_batch=16, budget=600),
+@given(configs(caps=CAPS), batches(max_batch=16, budget=600, caps=CAPS),
        st.integers(0, 1000))
 def test_unpack_matches_reference(config: dict, batch: Batch, seed: int) -> None:
     """Unpack of arbitrary shards (not made by pack) equals the reference's unpack."""
-    h.require("unpack")
     cfg = h.ref_config(config)
     plan = reference.plan_thd(list(batch.lengths), cfg)
     rng = np.random.default_rng(seed)

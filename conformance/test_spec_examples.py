@@ -39,12 +39,9 @@ def test_spec_example(example: dict[str, Any]) -> None:
         return
     config = example.get("config", {})
     pad_value = example.get("pad_value", 0)
-    if pad_value != 0:
-        h.require("pad_value")
-    if example.get("need_roll"):
-        h.require("need_roll")
-    if config.get("cp_layout") == "contiguous" and config.get("cp_size", 1) > 1:
-        h.require("contiguous")
+    # Every feature the example uses (fp8, bucket, zero lengths, labels, ...) must be declared.
+    h.require(*h.declined_by(config=config, lengths=example["seqlens"],
+                             need_roll=bool(example.get("need_roll")), pad_value=pad_value))
     seqs = _canonical(example["seqlens"])
     cp = int(config.get("cp_size", 1)) if isinstance(config.get("cp_size", 1), int) else 1
     if "error" in example:

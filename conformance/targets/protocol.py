@@ -23,8 +23,15 @@ Config = dict[str, Any]
 # field (verl has no real-boundary cu_seqlens) leaves the key out; the suite then cannot check it.
 Meta = dict[str, Any]
 
-# Optional features. A test that needs a capability the target lacks is skipped with a reason.
+# Optional features. The strategies never draw a feature the target does not declare, and a
+# test whose subject is such a feature is "declined" in the report (a skip with the reason),
+# never a failure.
 CAPABILITIES: dict[str, str] = {
+    "bucket": "config bucket=N pads the total to a multiple of lcm(A, N) (R-TOTAL-2)",
+    "fp8": "config fp8=True: FP8 per-sequence and total alignment (R-ALIGN-2, R-TOTAL-1)",
+    "min_local_rows": "config min_local_rows=N: at least N local rows per rank (R-TOTAL-3)",
+    "zero_length": "sequences of length 0 anywhere in the batch (R-IN-2, R-ROW-3)",
+    "trailing_dims": "sequences with trailing dimensions [L_i, *trail] (R-IN-1)",
     "need_roll": "pack() builds next-token labels with need_roll=True (spec section 8)",
     "pad_value": "pack() honours a non-zero pad_value (R-ROW-2)",
     "plan": "plan(seqlens, config) computes the metadata without data (huge lengths, R-ERR-8)",
@@ -72,8 +79,12 @@ CAPABILITIES: dict[str, str] = {
 class Target(Protocol):
     """What the suite needs from an implementation under test.
 
-    `name` shows in the pytest header and the report file names; `capabilities` is a subset of
-    `CAPABILITIES`; `description` is one line for the header.
+    `name` shows in the pytest header and names the report files
+    (reports/conformance-<name>.json/.md); `capabilities` is a subset of `CAPABILITIES`;
+    `description` is one line for the header. Optional attributes: `max_rows` (int or None, the
+    default: no limit): tests whose packed total would exceed it are not run (the int32-limit
+    tests build totals of 2**31 rows); `skip_reasons` (capability -> why it is declined);
+    `cost` (float > 1 scales the example count down for slow targets).
 
     Conversion rules (both directions):
     - In `pack`, convert every element of `seqs` that is a `np.ndarray` without copying where

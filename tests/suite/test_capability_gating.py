@@ -1,0 +1,55 @@
+"""A target that declines features gets no failure from them (issue 11, part 2)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from hypothesis import given, settings
+
+from conformance import strategies as s
+
+ROOT = Path(__file__).resolve().parents[2]
+NONE = frozenset({"need_roll", "pad_value"})
+
+
+def run_suite(target: str, report_dir: Path, *paths: str) -> dict:
+    """Run the conformance suite (dev profile) on `target`; the JSON report it wrote."""
+    cmd = [sys.executable, "-m", "pytest", *(paths or ("conformance",)), "--target", target,
+           "--hypothesis-profile=dev", "--report-dir", str(report_dir), "-q",
+           "-p", "no:cacheprovider"]
+    # fake_targets is imported from this folder (a site-packages `tests` package shadows ours).
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+    reports = list(report_dir.glob("conformance-*.json"))
+    assert len(reports) == 1, f"{reports}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    report = json.loads(reports[0].read_text())
+    report["_stdout"] = proc.stdout
+    return report
+
+
+@settings(max_examples=300, deadline=None)
+@given(s.pack_cases(caps=NONE))
+def test_strategies_never_draw_declined_features(case: s.PackCase) -> None:
+    assert not s.declined(NONE, case.config, case.batch.lengths, case.batch.trail), case
+
+
+def test_declined_features_never_fail(tmp_path: Path) -> None:
+    """The reference declining bucket, fp8 and min_local_rows (its adapter raises
+    NotImplementedError for them): no failure at all, and the rules whose only tests are about
+    those features are reported "declined", naming them."""
+    report = run_suite("fake_targets:DecliningTarget", tmp_path,
+                       "conformance/test_differential.py", "conformance/test_invariants.py",
+                       "conformance/test_spec_examples.py", "conformance/test_rejections.py")
+    failed = [t for t in report["tests"] if t["status"] not in ("pass", "declined", "skip")]
+    assert not failed, failed
+    rules = report["rules"]
+    assert rules["R-TOTAL-1"]["status"] == "declined", rules["R-TOTAL-1"]
+    assert "fp8" in rules["R-TOTAL-1"]["declined"]
+    declined = {cap for row in rules.values() for cap in row.get("declined", [])}
+    assert {"bucket", "fp8", "min_local_rows"} <= declined, declined
+    assert "Failing explicit example" not in report["_stdout"]
