@@ -193,16 +193,23 @@ def check_buffer(outputs: Sequence[Any], config: Mapping[str, Any]) -> Buffer:
     return Buffer(bounds, n, slots)
 
 
-def check_split(outputs: Sequence[Any], config: Mapping[str, Any]) -> None:
-    """R-CONSUMER-4 (sequence parallelism splits n by tp), R-CONSUMER-5 (FP8: n / tp by 16)."""
+def check_tp_split(outputs: Sequence[Any], config: Mapping[str, Any]) -> None:
+    """R-CONSUMER-4: sequence parallelism splits each rank's n rows by tp."""
     lay = Layout.of(config)
     n = rank_rows(outputs)
     if n % lay.tp:
         raise _violation(f"each rank holds {n} rows, not divisible by tp_size {lay.tp} "
                          "(Megatron sequence parallelism splits them)", "R-CONSUMER-4")
-    if lay.fp8 and (n // lay.tp) % 16:
-        raise _violation(f"fp8: each TP slice holds {n} / {lay.tp} = {n // lay.tp} rows, not "
-                         "divisible by 16 (FP8 GEMM)", "R-CONSUMER-5")
+
+
+def check_fp8_split(outputs: Sequence[Any], config: Mapping[str, Any]) -> None:
+    """R-CONSUMER-5: with fp8, every TP slice of a rank holds a multiple of 16 rows (n / tp
+    an integer divisible by 16, i.e. n divisible by 16 * tp)."""
+    lay = Layout.of(config)
+    n = rank_rows(outputs)
+    if lay.fp8 and n % (16 * lay.tp):
+        raise _violation(f"fp8: each TP slice holds {n} / {lay.tp} = {n / lay.tp:g} rows, not "
+                         "a multiple of 16 (FP8 GEMM)", "R-CONSUMER-5")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -465,7 +472,8 @@ def check_pack(seqs: Sequence[np.ndarray], outputs: Sequence[Any], config: Mappi
     """Every pack rule of the contract, in the order a failure is best explained: the buffer,
     the split, the real boundaries, then the rows."""
     buffer = check_buffer(outputs, config)
-    check_split(outputs, config)
+    check_tp_split(outputs, config)
+    check_fp8_split(outputs, config)
     check_real_meta([int(s.shape[0]) for s in seqs], outputs, buffer.bounds)
     if need_roll:
         check_labels(seqs, outputs, buffer)

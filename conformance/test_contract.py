@@ -9,21 +9,20 @@ that need it show as blocked.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import example, given
+from hypothesis import strategies as st
 
 from . import contract
 from . import harness as h
 from .strategies import Batch, PackCase, batches, configs, pack_cases
-from .targets.protocol import CAPABILITIES
 
 CAPS = h.caps()
-_SMALL = batches(max_batch=16, budget=800)
-_CONFIGS = configs(contiguous_cp="contiguous" in CAPS)
+_SMALL = batches(caps=CAPS, max_batch=16, budget=800)
+_CONFIGS = configs(caps=CAPS)
 
 
 def _cases(need_roll: bool | None) -> Any:
@@ -35,28 +34,8 @@ def _zz(**config: Any) -> dict[str, Any]:
             "min_local_rows": None, **config}
 
 
-def _runnable(case: PackCase) -> bool:
-    """A case uses only features the target declares (feature names the protocol knows)."""
-    cfg = case.config
-    used = {"need_roll": case.need_roll, "pad_value": case.pad_value != 0,
-            "contiguous": cfg["cp_layout"] == "contiguous" and cfg["cp_size"] > 1,
-            "bucket": cfg["bucket"] is not None, "fp8": cfg["fp8"],
-            "min_local_rows": cfg["min_local_rows"] is not None,
-            "zero_length": 0 in case.batch.lengths, "trailing_dims": case.batch.trail != ()}
-    return all(cap in CAPS for cap, on in used.items() if on and cap in CAPABILITIES)
-
-
-def _examples(*cases: PackCase) -> Callable[[Any], Any]:
-    """Explicit examples, each only where the target declares what it needs."""
-    def apply(fn: Any) -> Any:
-        for case in reversed(cases):
-            if _runnable(case):
-                fn = example(case)(fn)
-        return fn
-    return apply
-
-
 def _run(case: PackCase) -> tuple[list[np.ndarray], list[h.RankResult]]:
+    h.assume_declared(case)  # a pinned example may use a feature the target declines
     seqs = case.batch.arrays()
     return seqs, h.run_target(case, seqs)
 
@@ -74,7 +53,10 @@ E4_LEAK = PackCase(_zz(tp_size=2), Batch((1, 2)), need_roll=True)
 
 @pytest.mark.rules("R-CONSUMER-1", "R-CONSUMER-2", "R-CONSUMER-3")
 @h.prop_settings()
-@_examples(E1_BUCKET, E2_MIN_ROWS, TRAILING_EMPTY, ALL_EMPTY)
+@example(E1_BUCKET)
+@example(E2_MIN_ROWS)
+@example(TRAILING_EMPTY)
+@example(ALL_EMPTY)
 @given(_cases(None))
 def test_contract_buffer(case: PackCase) -> None:
     """The target's cu_seqlens_padded is one buffer TE can partition: from 0, non-decreasing,
@@ -83,19 +65,31 @@ def test_contract_buffer(case: PackCase) -> None:
     contract.check_buffer(got, case.config)
 
 
-@pytest.mark.rules("R-CONSUMER-4", "R-CONSUMER-5")
+@pytest.mark.rules("R-CONSUMER-4")
 @h.prop_settings()
-@_examples(E1_TP, FP8_BUCKET)
+@example(E1_TP)
 @given(_cases(False))
-def test_contract_split(case: PackCase) -> None:
-    """Each rank's rows split by tp (sequence parallelism); with fp8, each TP slice by 16."""
+def test_contract_tp_split(case: PackCase) -> None:
+    """Each rank's rows split by tp (Megatron sequence parallelism)."""
     _, got = _run(case)
-    contract.check_split(got, case.config)
+    contract.check_tp_split(got, case.config)
+
+
+@pytest.mark.rules("R-CONSUMER-5")
+@h.needs("fp8")
+@h.prop_settings(0.5)
+@example(FP8_BUCKET)
+@given(pack_cases(caps=CAPS, need_roll=False, config=configs(caps=CAPS, fp8=st.just(True)),
+                  batch=_SMALL))
+def test_contract_fp8_split(case: PackCase) -> None:
+    """With fp8, each TP slice of a rank holds a multiple of 16 rows (FP8 GEMMs)."""
+    _, got = _run(case)
+    contract.check_fp8_split(got, case.config)
 
 
 @pytest.mark.rules("R-CONSUMER-8", "R-CONSUMER-9")
 @h.prop_settings(0.5)
-@_examples(TRAILING_EMPTY)
+@example(TRAILING_EMPTY)
 @given(_cases(False))
 def test_contract_real_metadata(case: PackCase) -> None:
     """Real cu_seqlens (where given) has the lengths L_i, within the padded segments; max_seqlen
@@ -106,7 +100,9 @@ def test_contract_real_metadata(case: PackCase) -> None:
 
 @pytest.mark.rules("R-CONSUMER-6", "R-CONSUMER-7")
 @h.prop_settings()
-@_examples(E1_BUCKET, TRAILING_EMPTY, ALL_EMPTY)
+@example(E1_BUCKET)
+@example(TRAILING_EMPTY)
+@example(ALL_EMPTY)
 @given(_cases(False))
 def test_contract_tokens(case: PackCase) -> None:
     """Every real token at the slot TE's partition of the target's own buffer gives it: once, in
@@ -125,19 +121,19 @@ def test_contract_positions(case: PackCase) -> None:
 
 
 @pytest.mark.rules("R-CONSUMER-11")
+@h.needs("need_roll")
 @h.prop_settings(0.5)
-@_examples(E3_LABEL)
+@example(E3_LABEL)
 @given(_cases(True))
 def test_contract_labels(case: PackCase) -> None:
     """need_roll: every real row but a sequence's last holds its own sequence's next token."""
-    h.require("need_roll")
     seqs, got = _run(case)
     contract.check_labels(seqs, got, contract.check_buffer(got, case.config))
 
 
 @pytest.mark.rules("R-CONSUMER-12")
 @h.prop_settings(0.5)
-@_examples(E4_LEAK)
+@example(E4_LEAK)
 @given(_cases(None))
 def test_contract_no_leak(case: PackCase) -> None:
     """No padding row holds another sequence's token (reported as a leak with its severity)."""
@@ -147,12 +143,13 @@ def test_contract_no_leak(case: PackCase) -> None:
 
 
 @pytest.mark.rules("R-CONSUMER-13")
+@h.needs("unpack")
 @h.prop_settings(0.5)
-@_examples(TRAILING_EMPTY, ALL_EMPTY)
+@example(TRAILING_EMPTY)
+@example(ALL_EMPTY)
 @given(_cases(False))
 def test_contract_unpack(case: PackCase) -> None:
     """The target's unpack of its own pack, with its own metadata, returns the batch."""
-    h.require("unpack")
     seqs, got = _run(case)
     unpacked = h.target().unpack([g.rows for g in got], got[0].meta, dict(case.config))
     contract.check_unpack(seqs, unpacked)

@@ -107,6 +107,8 @@ def test_fp8_slice_not_divisible_by_16() -> None:
     seqs = canonical([5])
     fails("R-CONSUMER-5", "each TP slice holds 16 / 2 = 8 rows", seqs, build(seqs, [16]),
           {"tp_size": 2, "fp8": True})
+    with pytest.raises(RuleViolation, match=r"each TP slice holds 24 / 16 = 1.5 rows"):
+        c.check_fp8_split(build(seqs, [24]), {"tp_size": 16, "fp8": True})
     c.check_pack(seqs, build(seqs, [32]), {"tp_size": 2, "fp8": True})
 
 
