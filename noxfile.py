@@ -6,6 +6,8 @@ by hand.
 
 from __future__ import annotations
 
+import os
+
 import nox
 
 nox.options.sessions = ["tests"]
@@ -13,6 +15,24 @@ nox.options.reuse_existing_virtualenvs = True
 
 PYTHON = "3.11"
 VERL = "verl==0.9.1"
+# Built-in targets -> what `nox -s conformance -- --target NAME` installs on top of `.[test]`
+# (megatron-core is already a test dependency). verl's packages pull in a training stack; its
+# targets load single files and need only torch + megatron-core, hence --no-deps.
+TARGET_REQUIREMENTS: dict[str, list[str]] = {
+    "verl": ["--no-deps", VERL],
+    "verl-fsdp": ["--no-deps", VERL],
+    "megatron-core": [],
+}
+
+
+def _target_name(args: list[str], env: dict[str, str]) -> str | None:
+    """The --target of the posargs (either spelling), else THD_TARGET."""
+    for i, arg in enumerate(args):
+        if arg == "--target" and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith("--target="):
+            return arg.partition("=")[2]
+    return env.get("THD_TARGET") or os.environ.get("THD_TARGET")
 
 
 def _install_test_deps(session: nox.Session) -> None:
@@ -35,9 +55,9 @@ def conformance(session: nox.Session) -> None:
     """The differential conformance suite; `nox -s conformance -- --target verl` for upstream."""
     _install_test_deps(session)
     args = list(session.posargs)
-    if "verl" in args or "--target=verl" in args or session.env.get("THD_TARGET") == "verl":
-        # verl's package pulls in a training stack; its util.py needs only torch + megatron-core.
-        session.install("--no-deps", VERL)
+    requirements = TARGET_REQUIREMENTS.get(_target_name(args, session.env) or "", [])
+    if requirements:
+        session.install(*requirements)
     if not any(a.startswith("--hypothesis-profile") for a in args):
         args = ["--hypothesis-profile=ci", *args]
     session.run("pytest", "conformance", *args)

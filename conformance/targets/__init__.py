@@ -11,6 +11,8 @@ BUILTIN = {
     "impl": "conformance.targets.impl:make_target",
     "reference": "conformance.targets.reference:make_target",
     "verl": "conformance.targets.verl:make_target",
+    "verl-fsdp": "conformance.targets.verl_fsdp:make_target",
+    "megatron-core": "conformance.targets.megatron_core:make_target",
 }
 
 

@@ -1,0 +1,206 @@
+"""The `megatron-core` target: megatron-core's THD sharder, `get_thd_batch_on_this_cp_rank`.
+
+Two parts, kept apart:
+
+- Under test (megatron-core's own code, the installed release, imported normally):
+  `megatron.core.utils.get_thd_batch_on_this_cp_rank`, which Megatron-LM's `pretrain_gpt.py
+  get_batch` calls for packed THD batches. It builds the `PackedSeqParams` (real `cu_seqlens`,
+  `cu_seqlens_padded`, `max_seqlen`) and, for cp > 1, selects each rank's rows with
+  TransformerEngine's `thd_get_partitioned_indices` over `cu_seqlens_padded`.
+- Glue (this module): the packed batch the sharder is given. Megatron-LM's packing lives in
+  `megatron/training/datasets/sft_dataset.py` (`SFTDataset.__getitem__`), which is not part of
+  the megatron-core wheel, so it is not loaded; the glue follows its convention: every document
+  padded so that the running length is a multiple of `2 * cp` (cp > 1), the position ids counting
+  on through each document's padding, and the end padding (up to `--seq-length`) put onto the
+  last document (`cu_seqlens[-1]` is moved to the end). In place of a fixed `--seq-length`, the
+  glue pads to the smallest total that `2 * cp` and `tp * cp` divide (TE's zigzag chunks and
+  Megatron's sequence parallelism on each CP rank's rows).
+
+TransformerEngine: where `transformer_engine_torch` is importable (a CUDA machine), megatron-core
+uses TE's own `thd_get_partitioned_indices` and the batch goes through CUDA. Where it is not,
+megatron-core's `tex` is replaced during the call by a stand-in partition written from TE's
+documented behaviour (spec R-SHARD-2; the reference's literal TE partition once it exists), and
+megatron-core's TE version check is answered "new enough"; the description says which ran.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import math
+import types
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import torch
+
+from .protocol import CAPABILITIES, Config, Meta
+
+EXPECTED_VERSION = "0.16.1"
+
+
+def partition_standin(cu_seqlens_padded: torch.Tensor, total_tokens: int, world_size: int,
+                      rank: int) -> torch.Tensor:
+    """TE's `thd_get_partitioned_indices` as documented: for every segment in order, chunk
+    `rank` then chunk `2 * world_size - 1 - rank` of its `2 * world_size` equal chunks."""
+    bounds = [int(x) for x in cu_seqlens_padded.tolist()]
+    parts: list[np.ndarray] = []
+    for start, end in zip(bounds[:-1], bounds[1:], strict=True):
+        if (end - start) % (2 * world_size):
+            raise ValueError(f"segment [{start}, {end}) is not divisible by 2 * cp = "
+                             f"{2 * world_size}: TE's partition is not defined for it")
+        chunk = (end - start) // (2 * world_size)
+        for k in (rank, 2 * world_size - 1 - rank):
+            parts.append(np.arange(start + k * chunk, start + (k + 1) * chunk))
+    del total_tokens  # TE uses it for the output size only
+    flat = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    return torch.from_numpy(flat.astype(np.int64))
+
+
+def _reference_partition() -> Any:
+    """The reference's literal TE partition, if reference/ has one (name contains
+    'partitioned'), else None."""
+    import reference
+
+    for name in dir(reference):
+        if "partitioned" in name and callable(getattr(reference, name)):
+            return getattr(reference, name)
+    return None
+
+
+def sft_plan(lengths: list[int], tp: int, cp: int) -> tuple[list[int], int]:
+    """Glue, SFTDataset's convention: per-document padding to 2*cp, the end padding onto the
+    last document, the total the smallest multiple of lcm(2*cp, tp*cp) (see the module doc)."""
+    doc_align = 2 * cp if cp > 1 else 1
+    padded = [-(-n // doc_align) * doc_align for n in lengths]
+    modulus = math.lcm(doc_align, tp * cp)
+    total = -(-sum(padded) // modulus) * modulus
+    if padded:
+        padded[-1] += total - sum(padded)
+    return padded, total
+
+
+class MegatronCoreTarget:
+    """Adapter: SFT-style packing glue, then megatron-core's THD sharder."""
+
+    name = "megatron-core"
+
+    def __init__(self) -> None:
+        import megatron.core.utils as mcore_utils
+
+        self.mcore_utils = mcore_utils
+        self.version = importlib.metadata.version("megatron-core")
+        if not hasattr(mcore_utils, "get_thd_batch_on_this_cp_rank"):
+            raise RuntimeError(f"megatron-core {self.version} has no get_thd_batch_on_this_cp_rank")
+        self.real_te = mcore_utils.tex is not None
+        if self.real_te:
+            partition = "TransformerEngine's thd_get_partitioned_indices"
+        elif _reference_partition() is not None:
+            partition = "the reference's literal TE partition (TransformerEngine not importable)"
+        else:
+            partition = ("a stand-in TE partition from the spec's R-SHARD-2 (TransformerEngine "
+                         "not importable)")
+        self.description = (
+            f"megatron-core {self.version} utils.get_thd_batch_on_this_cp_rank (the code under "
+            f"test) with {partition}; packing glue after Megatron-LM's SFTDataset"
+        )
+        # pad_value is not declared: the fill is the glue's, the sharder never sees values.
+        self.capabilities = frozenset({"zero_length", "trailing_dims"} & set(CAPABILITIES))
+        why = "the sharder is given a packed batch; Megatron-LM's SFT packing has no "
+        self.skip_reasons = {
+            "pad_value": "the padding rows' fill is the glue's (SFTDataset: tokenizer.pad); "
+            "the sharder under test only selects rows",
+            "bucket": why + "bucket (it pads to a fixed --seq-length)",
+            "fp8": why + "FP8 padding",
+            "min_local_rows": why + "minimum rows per rank",
+            "contiguous": f"megatron-core {self.version}'s get_thd_batch_on_this_cp_rank has no "
+            "cp_partition_mode: zigzag only",
+            "need_roll": "Megatron-LM's labels are a separate tensor the dataset shifts "
+            "(labels = targets[1:]), not rows",
+            "unpack": "megatron-core has no THD unpack",
+            "plan": "the metadata comes with the sharded batch only",
+            "engine": "no engine flags",
+            "megatron": "the sharder's PackedSeqParams are the metadata of pack()",
+            "distributed": "no gather in megatron-core's THD path",
+            "parallel_state_checks": "cp size and rank are passed explicitly, unvalidated",
+            "unpack_checks": "no THD unpack",
+            "batch_checks": "the batch is built by the glue",
+            "flat_batch_checks": "the batch is built by the glue",
+            "megatron_checks": "not an adapter",
+            "api_type_checks": "no PackConfig or Plan types",
+            "native_scalars": "the sizes are Python ints from Megatron's arguments",
+            "local_gather": "no gather in megatron-core's THD path",
+            "simulated_megatron": "not an adapter",
+        }
+
+    @contextlib.contextmanager
+    def _te(self) -> Iterator[None]:
+        """Without TE: megatron-core's `tex` and TE version check answered for the call."""
+        if self.real_te:
+            yield
+            return
+        utils = self.mcore_utils
+        partition = _reference_partition() or partition_standin
+        saved = utils.tex, utils.is_te_min_version
+        utils.tex = types.SimpleNamespace(thd_get_partitioned_indices=partition)
+        utils.is_te_min_version = lambda *args, **kwargs: True
+        try:
+            yield
+        finally:
+            utils.tex, utils.is_te_min_version = saved
+
+    def _declined(self, config: Config, need_roll: Any) -> None:
+        if need_roll:
+            raise NotImplementedError(self.skip_reasons["need_roll"])
+        for key in ("fp8", "bucket", "min_local_rows"):
+            if config.get(key):
+                raise NotImplementedError(self.skip_reasons[key])
+        if config.get("cp_size", 1) != 1 and config.get("cp_layout", "zigzag") != "zigzag":
+            raise NotImplementedError(self.skip_reasons["contiguous"])
+
+    def pack(
+        self, seqs: Any, config: Config, cp_rank: Any, *, need_roll: Any = False,
+        pad_value: Any = 0,
+    ) -> tuple[np.ndarray, np.ndarray, Meta]:
+        self._declined(config, need_roll)
+        if pad_value != 0:
+            raise NotImplementedError(self.skip_reasons["pad_value"])
+        tp, cp = int(config.get("tp_size", 1)), int(config.get("cp_size", 1))
+        lengths = [int(s.shape[0]) for s in seqs]
+        padded, total = sft_plan(lengths, tp, cp)
+        first = np.asarray(seqs[0])
+        tokens = np.full((total, *first.shape[1:]), pad_value, dtype=first.dtype)
+        positions = np.zeros(total, dtype=np.int64)
+        cu_padded = np.concatenate([[0], np.cumsum(padded)]).astype(np.int32)
+        for s, start, size in zip(seqs, cu_padded[:-1], padded, strict=True):
+            tokens[start:start + s.shape[0]] = s
+            positions[start:start + size] = np.arange(size)  # SFT: positions run on into padding
+        cu_real = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+        device = "cuda" if self.real_te else "cpu"
+        batch = {"tokens": torch.from_numpy(tokens)[None].to(device),
+                 "position_ids": torch.from_numpy(positions)[None].to(device)}
+        with self._te():
+            # --- megatron-core's code under test -------------------------------------------
+            out, params = self.mcore_utils.get_thd_batch_on_this_cp_rank(
+                batch, torch.from_numpy(cu_real).to(device),
+                torch.from_numpy(cu_padded).to(device),
+                torch.tensor([max(padded, default=0)], dtype=torch.int32, device=device),
+                cp_size=cp, cp_rank=cp_rank,
+            )
+        cu_q = params.cu_seqlens_q.cpu().numpy()
+        cu_q_padded = params.cu_seqlens_q_padded.cpu().numpy()
+        meta: Meta = {
+            "seqlens": np.diff(cu_q).astype(np.int32),
+            "cu_seqlens": cu_q,
+            "seqlens_padded": np.diff(cu_q_padded).astype(np.int32),
+            "cu_seqlens_padded": cu_q_padded,
+            "max_seqlen": params.max_seqlen_q,
+            "total": int(cu_q_padded[-1]),
+            "local_rows": int(out["tokens"].shape[1]),
+        }
+        return out["tokens"][0].cpu().numpy(), out["position_ids"][0].cpu().numpy(), meta
+
+
+def make_target() -> MegatronCoreTarget:
+    return MegatronCoreTarget()

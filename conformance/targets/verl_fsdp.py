@@ -1,0 +1,279 @@
+"""The `verl-fsdp` target: verl 0.9.1's FSDP/VeOmni packed path (verl PR #7272).
+
+What runs is verl's own code from the installed wheel (`pip install --no-deps verl==0.9.1`):
+
+- `verl/workers/engine/utils.py`, executed on its own with stub modules for its training-stack
+  imports (tensordict, verl.utils.*): `pad_packed_inputs`, the bucket pad, which appends the pad
+  as its own segment whose position ids restart at 0;
+- `verl/utils/ulysses.py`, executed on its own (it needs only torch): `ulysses_pad`,
+  `ulysses_pad_and_slice_inputs` (Ulysses sequence-parallel padding of the total to a multiple
+  of the SP size, then a contiguous slice per rank) and `gather_outputs_and_unpad`;
+- from `verl/workers/engine/fsdp/transformer_impl.py`, which cannot be imported without the
+  stack, only the definitions of `FSDPEngine._get_packed_pad_size` (the bucket arithmetic) and
+  `_gather_and_unpad_packed` (the unpack), and `ceildiv` from `verl/utils/seqlen_balancing.py`,
+  compiled from the wheel's source.
+
+The glue here mirrors `prepare_model_inputs` (NO_PADDING mode, use_remove_padding): the
+sequences become a jagged nested tensor, its values the `(1, total_nnz)` packed row, the position
+ids `arange(L_i)` per sequence (what verl's datasets supply), then the bucket pad, then the
+Ulysses pad and slice.
+
+Protocol mapping:
+- `cp_size > 1` with `cp_layout="contiguous"` is Ulysses SP of that size: rank r holds the
+  global rows `[r * T / sp, (r + 1) * T / sp)`, the data layout of R-SHARD-3 (attention then runs
+  on the whole sequence after an all-to-all, so no per-sequence CP alignment is needed).
+- Zigzag with `cp_size > 1`, `tp_size > 1` (FSDP has no tensor parallelism), FP8,
+  `min_local_rows`, `need_roll`, zero-length sequences and trailing dims are not part of this
+  path; they raise NotImplementedError (see `skip_reasons`).
+- Metadata: verl's FSDP path hands the model only position ids; the attention layer derives the
+  segments from them: a segment starts at every position id 0, and the last ends at the total
+  (`prepare_fa2_from_position_ids` in verl/models/transformers/qwen2_vl.py, HF's
+  `prepare_fa_kwargs_from_position_ids` for VeOmni). `cu_seqlens_padded` is exactly that
+  derivation over the global position ids, so it has one segment per sequence plus one per
+  trailing pad (0, 1 or 2: the bucket pad and the Ulysses pad each restart at 0);
+  `max_seqlen` is its largest segment, as there. `seqlens` and `cu_seqlens` are the real lengths
+  and the nested tensor's offsets, which verl keeps for the unpack.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import numpy as np
+import torch
+
+from . import _wheel
+from .protocol import CAPABILITIES, Config, Meta
+
+EXPECTED_VERSION = "0.9.1"
+DIST = "verl"
+UTILS_PATH = "verl/workers/engine/utils.py"
+ULYSSES_PATH = "verl/utils/ulysses.py"
+ENGINE_PATH = "verl/workers/engine/fsdp/transformer_impl.py"
+BALANCING_PATH = "verl/utils/seqlen_balancing.py"
+_HINT = f"`nox -s conformance -- --target verl-fsdp` installs verl=={EXPECTED_VERSION} --no-deps"
+
+
+def _utils_stubs() -> dict[str, types.ModuleType]:
+    """Stand-ins for engine/utils.py's imports; none of them is reached by pad_packed_inputs."""
+    s = _wheel.stub_module
+    tu = s("verl.utils.tensordict_utils", callables=("get_non_tensor_data", "chunk_tensordict"))
+    return {
+        "tensordict": s("tensordict", {"TensorDict": type("TensorDict", (), {})}),
+        "verl": s("verl", package=True),
+        "verl.utils": s("verl.utils", {"tensordict_utils": tu}, package=True),
+        "verl.utils.tensordict_utils": tu,
+        "verl.utils.dataset": s("verl.utils.dataset", package=True),
+        "verl.utils.dataset.dataset_utils": s(
+            "verl.utils.dataset.dataset_utils",
+            {"DatasetPadMode": type("DatasetPadMode", (), {"NO_PADDING": "no_padding"})}),
+        "verl.utils.device": s("verl.utils.device", {"is_npu_available": False},
+                               callables=("manual_seed", "manual_seed_all")),
+        "verl.utils.py_functional": s("verl.utils.py_functional", callables=("append_to_dict",)),
+        "verl.utils.seqlen_balancing": s(
+            "verl.utils.seqlen_balancing",
+            callables=("rearrange_micro_batches", "restore_dynamic_batch")),
+    }
+
+
+class FakeSPDist:
+    """The `torch.distributed` calls of ulysses.py for one SP rank in this process: world size,
+    rank, and an all_gather answered with every rank's shard (held by the suite)."""
+
+    def __init__(self, world: int, rank: int, shards: list[torch.Tensor] | None = None) -> None:
+        self.world, self.rank, self.shards = world, rank, shards
+
+    def get_world_size(self, group: Any = None) -> int:
+        return self.world
+
+    def get_rank(self, group: Any = None) -> int:
+        return self.rank
+
+    def all_gather_into_tensor(self, output: torch.Tensor, local: torch.Tensor,
+                               group: Any = None, async_op: bool = False) -> None:
+        if self.shards is None:
+            raise RuntimeError("no shards to gather: this FakeSPDist serves packing only")
+        output.copy_(torch.cat(self.shards, dim=0))
+
+
+_SP_GROUP = object()  # the Ulysses group handle: only compared with None by ulysses.py
+
+
+def segments_from_position_ids(position_ids: np.ndarray) -> np.ndarray:
+    """cu_seqlens as verl's FSDP attention derives it: starts where the position id is 0, plus
+    the total (prepare_fa2_from_position_ids). A buffer of 0 rows has no segment: [0]."""
+    pos = np.asarray(position_ids).reshape(-1)
+    starts = np.flatnonzero(pos == 0)
+    return np.concatenate([starts, [pos.size]]).astype(np.int32)
+
+
+class VerlFsdpTarget:
+    """Adapter over verl 0.9.1's FSDP/VeOmni packed-input padding (flat stream, Ulysses SP)."""
+
+    name = "verl-fsdp"
+
+    def __init__(self) -> None:
+        utils_path, self.version = _wheel.locate(DIST, UTILS_PATH, _HINT)
+        ulysses_path, _ = _wheel.locate(DIST, ULYSSES_PATH, _HINT)
+        self.utils = _wheel.exec_file(utils_path, "_thd_conformance_verl_engine_utils",
+                                      _utils_stubs())
+        self.ulysses = _wheel.exec_file(ulysses_path, "_thd_conformance_verl_ulysses", {})
+        # Feature probes: each piece of PR #7272 the target uses must be in this wheel.
+        for module, attr in ((self.utils, "pad_packed_inputs"), (self.ulysses, "ulysses_pad"),
+                             (self.ulysses, "ulysses_pad_and_slice_inputs"),
+                             (self.ulysses, "gather_outputs_and_unpad")):
+            if not hasattr(module, attr):
+                raise RuntimeError(f"verl {self.version} has no {module.__name__}.{attr}")
+        self.get_packed_pad_size: Any = None
+        self.gather_and_unpad: Any = None
+        caps = {"pad_value"}
+        reasons: dict[str, str] = {}
+        try:
+            engine_path, _ = _wheel.locate(DIST, ENGINE_PATH, _HINT)
+            balancing_path, _ = _wheel.locate(DIST, BALANCING_PATH, _HINT)
+            owner = _wheel.find_method_owner(engine_path, "_get_packed_pad_size")
+            ns: dict[str, Any] = {"torch": torch}
+            ns["ceildiv"] = _wheel.load_function(balancing_path, "ceildiv", {})
+            self.get_packed_pad_size = _wheel.load_function(
+                engine_path, "_get_packed_pad_size", ns, owner)
+            caps.add("bucket")
+        except (RuntimeError, LookupError) as exc:
+            reasons["bucket"] = f"this verl has no packed bucket pad: {exc}"
+        try:
+            engine_path, _ = _wheel.locate(DIST, ENGINE_PATH, _HINT)
+            owner = _wheel.find_method_owner(engine_path, "_gather_and_unpad_packed")
+            self.gather_and_unpad = _wheel.load_function(
+                engine_path, "_gather_and_unpad_packed",
+                {"gather_outputs_and_unpad": self.ulysses.gather_outputs_and_unpad}, owner)
+            caps.add("unpack")
+        except (RuntimeError, LookupError) as exc:
+            reasons["unpack"] = f"this verl has no _gather_and_unpad_packed: {exc}"
+        caps.add("contiguous")
+        self.capabilities = frozenset(caps & set(CAPABILITIES))
+        self.description = (
+            f"verl {self.version} FSDP packed path: engine/utils.py pad_packed_inputs, "
+            "utils/ulysses.py (standalone), FSDPEngine._get_packed_pad_size and "
+            "_gather_and_unpad_packed (definitions only); cp = Ulysses SP (contiguous), "
+            "segments derived from position ids == 0"
+        )
+        not_here = "not part of verl's FSDP packed path"
+        self.skip_reasons = {
+            **reasons,
+            "fp8": f"{not_here}: no FP8 padding",
+            "min_local_rows": f"{not_here}: no minimum rows per rank",
+            "need_roll": "the FSDP engine keeps next-token labels in a separate tensor "
+            "(input_ids_rmpad_rolled: one torch.roll over the whole packed row, so a sequence's "
+            "last label is the next sequence's first token) beside unshifted position ids; the "
+            "protocol's need_roll is verl Megatron's convention (labels in rows, positions +1)",
+            "zero_length": "a zero-length sequence has no position id, so the segments derived "
+            "from position ids cannot show it (verl keeps it only in the nested offsets)",
+            "trailing_dims": "pad_packed_inputs and ulysses_pad pad the last dimension of a "
+            "(1, total_nnz) row: there are no trailing dims on this path",
+            "plan": "verl computes no metadata apart from the data",
+            "engine": "the engine flags live in the FSDP engine config, not loadable standalone",
+            "megatron": "not a Megatron path",
+            "distributed": "the unpack's all_gather is answered in process only",
+            "parallel_state_checks": "the SP size and rank come from torch.distributed",
+            "unpack_checks": "the shards come from an all_gather, which enforces their shapes",
+            "batch_checks": "the batch is a jagged nested tensor, whose constructor enforces one "
+            "dtype and shape",
+            "flat_batch_checks": "the packed row comes from a nested tensor only",
+            "megatron_checks": "not a Megatron path",
+            "api_type_checks": "verl has no PackConfig or Plan types",
+            "native_scalars": "the sizes come from the engine config and torch.distributed",
+            "local_gather": "not a Megatron path",
+            "simulated_megatron": "not a Megatron path",
+        }
+
+    # -- the protocol -------------------------------------------------------------------------
+
+    def _declined(self, config: Config, need_roll: Any, seqs: Any) -> None:
+        cfg = {"tp_size": 1, "cp_size": 1, "cp_layout": "zigzag", "fp8": False,
+               "bucket": None, "min_local_rows": None, **config}
+        if need_roll:
+            raise NotImplementedError(self.skip_reasons["need_roll"])
+        if cfg["fp8"]:
+            raise NotImplementedError(self.skip_reasons["fp8"])
+        if cfg["min_local_rows"] is not None:
+            raise NotImplementedError(self.skip_reasons["min_local_rows"])
+        if cfg["tp_size"] != 1:
+            raise NotImplementedError("verl's FSDP engine has no tensor parallelism (tp_size 1)")
+        if cfg["cp_size"] != 1 and cfg["cp_layout"] != "contiguous":
+            raise NotImplementedError(
+                "Ulysses SP slices the packed row contiguously: no zigzag CP sharding")
+        if cfg["bucket"] is not None and self.get_packed_pad_size is None:
+            raise NotImplementedError(self.skip_reasons["bucket"])
+        if isinstance(seqs, list | tuple):
+            for s in seqs:
+                if isinstance(s, np.ndarray) and s.ndim != 1:
+                    raise NotImplementedError(self.skip_reasons["trailing_dims"])
+                if isinstance(s, np.ndarray) and s.shape[0] == 0:
+                    raise NotImplementedError(self.skip_reasons["zero_length"])
+
+    def _packed_row(self, seqs: list[np.ndarray], config: Config,
+                    pad_value: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """prepare_model_inputs up to the SP split: values of the nested batch, then the bucket."""
+        nested = torch.nested.nested_tensor(
+            [torch.from_numpy(np.ascontiguousarray(s)) for s in seqs], layout=torch.jagged)
+        positions = torch.nested.nested_tensor(
+            [torch.arange(s.shape[0], dtype=torch.int64) for s in seqs], layout=torch.jagged)
+        ids, pos = nested.values().unsqueeze(0), positions.values().unsqueeze(0)
+        bucket = config.get("bucket")
+        if bucket is not None:
+            engine = types.SimpleNamespace(pad_to_length=True, pad_to_length_bucket=bucket)
+            static_pad = self.get_packed_pad_size(engine, ids.size(-1))
+            if static_pad:
+                ids, pos = self.utils.pad_packed_inputs(ids, pos, static_pad,
+                                                        pad_value=pad_value)
+        return ids, pos
+
+    def _sp(self, world: int, rank: int, shards: list[torch.Tensor] | None = None) -> None:
+        self.ulysses.dist = FakeSPDist(world, rank, shards)  # type: ignore[attr-defined]
+        group = _SP_GROUP if world > 1 else None
+        self.ulysses._ULYSSES_SEQUENCE_PARALLEL_GROUP = group  # type: ignore[attr-defined]
+
+    def pack(
+        self, seqs: Any, config: Config, cp_rank: Any, *, need_roll: Any = False,
+        pad_value: Any = 0,
+    ) -> tuple[np.ndarray, np.ndarray, Meta]:
+        self._declined(config, need_roll, seqs)
+        ids, pos = self._packed_row(seqs, config, pad_value)
+        sp = int(config.get("cp_size", 1))
+        if sp > 1:
+            self._sp(sp, cp_rank)
+            g_ids, g_pos, _ = self.ulysses.ulysses_pad(ids, pos, sp_size=sp, pad_value=pad_value)
+            ids, pos, _ = self.ulysses.ulysses_pad_and_slice_inputs(
+                ids, pos, sp_size=sp, pad_value=pad_value)
+        else:
+            g_ids, g_pos = ids, pos
+        cu_padded = segments_from_position_ids(g_pos.numpy())
+        lengths = np.asarray([s.shape[0] for s in seqs], dtype=np.int32)
+        total = int(g_ids.shape[-1])
+        meta: Meta = {
+            "seqlens": lengths,
+            "cu_seqlens": np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32),
+            "seqlens_padded": np.diff(cu_padded).astype(np.int32),
+            "cu_seqlens_padded": cu_padded,
+            "max_seqlen": int(np.diff(cu_padded).max()) if cu_padded.size > 1 else 0,
+            "total": total,
+            "local_rows": int(ids.shape[-1]),
+        }
+        return ids[0].numpy(), pos[0].numpy(), meta
+
+    def unpack(self, shards: list[np.ndarray], meta: Meta, config: Config) -> list[np.ndarray]:
+        """The engine's output path: gather and strip the total pad, then split by the offsets."""
+        tensors = [torch.from_numpy(np.ascontiguousarray(s)) for s in shards]
+        sp = len(tensors)
+        lengths = [int(x) for x in np.asarray(meta["seqlens"])]
+        pad_size = int(meta["total"]) - sum(lengths)  # output_args["pad_size"]
+        self._sp(sp, 0, tensors)
+        engine = types.SimpleNamespace(use_ulysses_sp=sp > 1)
+        values = self.gather_and_unpad(engine, tensors[0], pad_size)
+        offsets = torch.tensor(np.concatenate([[0], np.cumsum(lengths)]), dtype=torch.int64)
+        out = torch.nested.nested_tensor_from_jagged(values, offsets)
+        return [t.numpy() for t in out.unbind()]
+
+
+def make_target() -> VerlFsdpTarget:
+    return VerlFsdpTarget()
