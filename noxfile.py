@@ -22,6 +22,7 @@ TARGET_REQUIREMENTS: dict[str, list[str]] = {
     "verl": ["--no-deps", VERL],
     "verl-fsdp": ["--no-deps", VERL],
     "megatron-core": [],
+    "openrlhf": ["--no-deps", "openrlhf==0.11.2"],
 }
 
 

@@ -13,6 +13,7 @@ BUILTIN = {
     "verl": "conformance.targets.verl:make_target",
     "verl-fsdp": "conformance.targets.verl_fsdp:make_target",
     "megatron-core": "conformance.targets.megatron_core:make_target",
+    "openrlhf": "conformance.targets.openrlhf:make_target",
 }
 
 
