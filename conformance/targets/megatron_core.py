@@ -18,9 +18,9 @@ Two parts, kept apart:
 
 TransformerEngine: where `transformer_engine_torch` is importable (a CUDA machine), megatron-core
 uses TE's own `thd_get_partitioned_indices` and the batch goes through CUDA. Where it is not,
-megatron-core's `tex` is replaced during the call by a stand-in partition written from TE's
-documented behaviour (spec R-SHARD-2; the reference's literal TE partition once it exists), and
-megatron-core's TE version check is answered "new enough"; the description says which ran.
+megatron-core's `tex` is replaced during the call by the reference's literal TE partition
+(`reference.partitioned_indices`, R-CONSUMER-6), and megatron-core's TE version check is
+answered "new enough"; the description says which ran.
 """
 
 from __future__ import annotations
@@ -35,38 +35,21 @@ from typing import Any
 import numpy as np
 import torch
 
+import reference
+
 from .protocol import CAPABILITIES, Config, Meta
 
 EXPECTED_VERSION = "0.16.1"
 
 
-def partition_standin(cu_seqlens_padded: torch.Tensor, total_tokens: int, world_size: int,
-                      rank: int) -> torch.Tensor:
-    """TE's `thd_get_partitioned_indices` as documented: for every segment in order, chunk
-    `rank` then chunk `2 * world_size - 1 - rank` of its `2 * world_size` equal chunks."""
-    bounds = [int(x) for x in cu_seqlens_padded.tolist()]
-    parts: list[np.ndarray] = []
-    for start, end in zip(bounds[:-1], bounds[1:], strict=True):
-        if (end - start) % (2 * world_size):
-            raise ValueError(f"segment [{start}, {end}) is not divisible by 2 * cp = "
-                             f"{2 * world_size}: TE's partition is not defined for it")
-        chunk = (end - start) // (2 * world_size)
-        for k in (rank, 2 * world_size - 1 - rank):
-            parts.append(np.arange(start + k * chunk, start + (k + 1) * chunk))
-    del total_tokens  # TE uses it for the output size only
-    flat = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-    return torch.from_numpy(flat.astype(np.int64))
-
-
-def _reference_partition() -> Any:
-    """The reference's literal TE partition, if reference/ has one (name contains
-    'partitioned'), else None."""
-    import reference
-
-    for name in dir(reference):
-        if "partitioned" in name and callable(getattr(reference, name)):
-            return getattr(reference, name)
-    return None
+def te_partition_from_reference(cu_seqlens_padded: torch.Tensor, total_tokens: int,
+                                world_size: int, rank: int) -> torch.Tensor:
+    """TE's `thd_get_partitioned_indices(cu_seqlens_padded, total_tokens, world_size, rank)`,
+    answered by the reference's literal TE partition (`reference.partitioned_indices`,
+    R-CONSUMER-6), as the int64 index tensor megatron-core passes to `index_select`."""
+    rows = reference.partitioned_indices(
+        cu_seqlens_padded.cpu().numpy(), int(total_tokens), int(world_size), int(rank), "zigzag")
+    return torch.tensor(rows, dtype=torch.int64)
 
 
 def sft_plan(lengths: list[int], tp: int, cp: int) -> tuple[list[int], int]:
@@ -96,11 +79,9 @@ class MegatronCoreTarget:
         self.real_te = mcore_utils.tex is not None
         if self.real_te:
             partition = "TransformerEngine's thd_get_partitioned_indices"
-        elif _reference_partition() is not None:
-            partition = "the reference's literal TE partition (TransformerEngine not importable)"
         else:
-            partition = ("a stand-in TE partition from the spec's R-SHARD-2 (TransformerEngine "
-                         "not importable)")
+            partition = ("TE's partition supplied by reference.partitioned_indices "
+                         "(TransformerEngine not importable)")
         self.description = (
             f"megatron-core {self.version} utils.get_thd_batch_on_this_cp_rank (the code under "
             f"test) with {partition}; packing glue after Megatron-LM's SFTDataset"
@@ -141,9 +122,8 @@ class MegatronCoreTarget:
             yield
             return
         utils = self.mcore_utils
-        partition = _reference_partition() or partition_standin
         saved = utils.tex, utils.is_te_min_version
-        utils.tex = types.SimpleNamespace(thd_get_partitioned_indices=partition)
+        utils.tex = types.SimpleNamespace(thd_get_partitioned_indices=te_partition_from_reference)
         utils.is_te_min_version = lambda *args, **kwargs: True
         try:
             yield

@@ -31,8 +31,9 @@ Protocol mapping:
   `prepare_fa_kwargs_from_position_ids` for VeOmni). `cu_seqlens_padded` is exactly that
   derivation over the global position ids, so it has one segment per sequence plus one per
   trailing pad (0, 1 or 2: the bucket pad and the Ulysses pad each restart at 0);
-  `max_seqlen` is its largest segment, as there. `seqlens` and `cu_seqlens` are the real lengths
-  and the nested tensor's offsets, which verl keeps for the unpack.
+  `max_seqlen` is its largest segment, as there. `seqlens` are the real lengths (the nested
+  tensor's offsets, which verl keeps for the unpack). No real `cu_seqlens` is given: the
+  attention sees the derived segments only, so there is no real/padded pair as in TE.
 """
 
 from __future__ import annotations
@@ -252,7 +253,6 @@ class VerlFsdpTarget:
         total = int(g_ids.shape[-1])
         meta: Meta = {
             "seqlens": lengths,
-            "cu_seqlens": np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32),
             "seqlens_padded": np.diff(cu_padded).astype(np.int32),
             "cu_seqlens_padded": cu_padded,
             "max_seqlen": int(np.diff(cu_padded).max()) if cu_padded.size > 1 else 0,

@@ -13,7 +13,11 @@ import pytest
 import torch
 
 from conformance.targets import load_target
-from conformance.targets.megatron_core import MegatronCoreTarget, partition_standin, sft_plan
+from conformance.targets.megatron_core import (
+    MegatronCoreTarget,
+    sft_plan,
+    te_partition_from_reference,
+)
 
 A = np.array([11, 12, 13], dtype=np.int64)
 B = np.array([21, 22, 23, 24, 25], dtype=np.int64)
@@ -28,7 +32,7 @@ def test_the_code_under_test_is_megatron_cores(target: MegatronCoreTarget) -> No
     assert target.mcore_utils is mcore_utils
     assert mcore_utils.get_thd_batch_on_this_cp_rank.__module__ == "megatron.core.utils"
     if mcore_utils.tex is None:
-        assert "TransformerEngine not importable" in target.description
+        assert "reference.partitioned_indices" in target.description
     else:
         assert "TransformerEngine's thd_get_partitioned_indices" in target.description
 
@@ -42,12 +46,13 @@ def test_sft_plan() -> None:
     assert sft_plan([3, 4], tp=2, cp=1) == ([3, 5], 8)
 
 
-def test_partition_standin() -> None:
+def test_te_partition_from_reference() -> None:
+    # segments [0, 4) and [4, 12), cp 2: chunks of 1 and 2 rows; rank r takes chunks r, 3 - r
     cu = torch.tensor([0, 4, 12], dtype=torch.int32)
-    assert partition_standin(cu, 12, 2, 0).tolist() == [0, 3, 4, 5, 10, 11]
-    assert partition_standin(cu, 12, 2, 1).tolist() == [1, 2, 6, 7, 8, 9]
-    with pytest.raises(ValueError, match="not divisible"):
-        partition_standin(torch.tensor([0, 3], dtype=torch.int32), 3, 2, 0)
+    assert te_partition_from_reference(cu, 12, 2, 0).tolist() == [0, 3, 4, 5, 10, 11]
+    assert te_partition_from_reference(cu, 12, 2, 1).tolist() == [1, 2, 6, 7, 8, 9]
+    with pytest.raises(ValueError):
+        te_partition_from_reference(torch.tensor([0, 3], dtype=torch.int32), 3, 2, 0)
 
 
 def test_zigzag_pack_through_megatron(target: MegatronCoreTarget) -> None:
