@@ -17,7 +17,7 @@ from hypothesis import assume, settings
 import reference
 
 from .strategies import PackCase, declined
-from .targets.protocol import CAPABILITIES
+from .targets.protocol import BASE_FEATURES, CAPABILITIES
 from .verdicts import RuleViolation as RuleViolation  # re-exported: tests raise h.RuleViolation
 from .verdicts import TargetError as TargetError
 
@@ -40,7 +40,9 @@ def target_spec() -> str:
 
 
 def caps() -> frozenset[str]:
-    return frozenset(target().capabilities)
+    """The declared capabilities plus the base features the target does not decline."""
+    declines = frozenset(getattr(target(), "declines", ()) or ())
+    return frozenset(target().capabilities) | (frozenset(BASE_FEATURES) - declines)
 
 
 # A skip for a feature the target does not declare starts with this; the report lists such
@@ -50,7 +52,7 @@ DECLINED = "declined capability"
 
 def skip_reason(cap: str) -> str:
     reasons = getattr(target(), "skip_reasons", {}) or {}
-    why = reasons.get(cap) or CAPABILITIES.get(cap, cap)
+    why = reasons.get(cap) or CAPABILITIES.get(cap) or BASE_FEATURES.get(cap, cap)
     return f"{DECLINED} {cap!r}: target {target().name!r}: {why}"
 
 
@@ -66,7 +68,7 @@ def require(*needed: str) -> None:
 def needs(*needed: str) -> pytest.MarkDecorator:
     """Marker: the test runs only if the target declares every capability (checked by
     conftest.py at setup, before hypothesis runs, so a declined test prints nothing)."""
-    unknown = set(needed) - set(CAPABILITIES)
+    unknown = set(needed) - set(CAPABILITIES) - set(BASE_FEATURES)
     if unknown:
         raise ValueError(f"needs(): unknown capabilities {sorted(unknown)}")
     return pytest.mark.needs(*needed)

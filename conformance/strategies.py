@@ -128,9 +128,13 @@ def configs(
     if contiguous_cp is None:
         contiguous_cp = True
     contiguous_cp = contiguous_cp and has("contiguous")
-    tp_size = draw(tp if tp is not None else sizes)
+    tp_size = draw(tp if tp is not None else sizes) if has("tensor_parallel") else 1
     cp_size = draw(cp if cp is not None else sizes)
+    if cp_size > 1 and not has("zigzag") and not contiguous_cp:
+        cp_size = 1  # base feature "zigzag" declined and no contiguous CP either
     layouts = ["zigzag", "contiguous"] if (contiguous_cp or cp_size == 1) else ["zigzag"]
+    if cp_size > 1 and not has("zigzag"):
+        layouts = ["contiguous"]
     out = {
         "tp_size": tp_size,
         "cp_size": cp_size,
@@ -161,6 +165,11 @@ def declined(caps: frozenset[str], config: dict[str, Any] | None = None,
     if (config.get("cp_layout") == "contiguous" and int(config.get("cp_size", 1)) > 1
             and "contiguous" not in caps):
         out.append("contiguous")
+    if int(config.get("tp_size", 1)) > 1 and "tensor_parallel" not in caps:
+        out.append("tensor_parallel")
+    if (config.get("cp_layout", "zigzag") == "zigzag" and int(config.get("cp_size", 1)) > 1
+            and "zigzag" not in caps):
+        out.append("zigzag")
     if lengths is not None and "zero_length" not in caps and any(int(n) == 0 for n in lengths):
         out.append("zero_length")
     if trail and "trailing_dims" not in caps:

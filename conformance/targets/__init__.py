@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .protocol import CAPABILITIES, Target
+from .protocol import BASE_FEATURES, CAPABILITIES, Target
 
 BUILTIN = {
     "impl": "conformance.targets.impl:make_target",
@@ -50,6 +50,9 @@ def load_target(spec: str) -> Any:
     unknown = set(obj.capabilities) - set(CAPABILITIES)
     if unknown:
         raise TargetLoadError(f"target {spec!r} declares unknown capabilities {sorted(unknown)}")
+    unknown = set(getattr(obj, "declines", ()) or ()) - set(BASE_FEATURES)
+    if unknown:
+        raise TargetLoadError(f"target {spec!r} declines unknown base features {sorted(unknown)}")
     if not isinstance(obj, Target):
         raise TargetLoadError(f"target {spec!r} does not follow the protocol")
     return obj

@@ -74,6 +74,15 @@ CAPABILITIES: dict[str, str] = {
     "Python scalar, used as a config field or cp_rank (spec section 0: integers, bools)",
 }
 
+# Features every target is assumed to have unless it names them in an optional `declines`
+# attribute (a frozenset): a packer without tensor parallelism (FSDP, DeepSpeed) or without
+# zigzag CP sharding (Ulysses, ring attention with contiguous slices). The strategies then never
+# draw them, and tests that need them are reported "declined", like a missing capability.
+BASE_FEATURES: dict[str, str] = {
+    "tensor_parallel": "tp_size > 1 is drawn (tp in the alignment, sequence parallelism)",
+    "zigzag": "cp_layout='zigzag' with cp_size > 1 (TE's load-balanced THD sharding)",
+}
+
 
 @runtime_checkable
 class Target(Protocol):
