@@ -102,6 +102,11 @@ class OpenRLHFTarget:
     """Adapter over OpenRLHF's unpad_and_slice_tensor / gather_and_pad_tensor."""
 
     name = "openrlhf"
+    # The peer (or the glue) builds every row it is asked for: a 2**31-row bucket would fill
+    # the machine's memory, so the huge-total tests are not drawn.
+    max_rows = 1 << 20
+    # No tensor parallelism, and CP only as contiguous slices (BASE_FEATURES).
+    declines = frozenset({"tensor_parallel", "zigzag"})
 
     def __init__(self) -> None:
         path, self.version = _wheel.locate("openrlhf", RING_PATH, _HINT)
@@ -120,6 +125,8 @@ class OpenRLHFTarget:
         )
         no = "OpenRLHF's ring-attention packing has no "
         self.skip_reasons = {
+            "tensor_parallel": "OpenRLHF (DeepSpeed) has no tensor parallelism",
+            "zigzag": "OpenRLHF's ring attention gets contiguous slices: no zigzag sharding",
             "bucket": no + "bucket", "fp8": no + "FP8 padding",
             "min_local_rows": no + "minimum rows per rank",
             "pad_value": "get_tensor_in_current_ring_attn_rank pads with 0 (pad_id=0)",

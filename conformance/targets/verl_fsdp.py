@@ -113,6 +113,11 @@ class VerlFsdpTarget:
     """Adapter over verl 0.9.1's FSDP/VeOmni packed-input padding (flat stream, Ulysses SP)."""
 
     name = "verl-fsdp"
+    # The peer (or the glue) builds every row it is asked for: a 2**31-row bucket would fill
+    # the machine's memory, so the huge-total tests are not drawn.
+    max_rows = 1 << 20
+    # No tensor parallelism, and CP only as contiguous slices (BASE_FEATURES).
+    declines = frozenset({"tensor_parallel", "zigzag"})
 
     def __init__(self) -> None:
         utils_path, self.version = _wheel.locate(DIST, UTILS_PATH, _HINT)
@@ -161,6 +166,8 @@ class VerlFsdpTarget:
         not_here = "not part of verl's FSDP packed path"
         self.skip_reasons = {
             **reasons,
+            "tensor_parallel": "verl's FSDP engine has no tensor parallelism",
+            "zigzag": "Ulysses SP slices the packed row contiguously: no zigzag CP sharding",
             "fp8": f"{not_here}: no FP8 padding",
             "min_local_rows": f"{not_here}: no minimum rows per rank",
             "need_roll": "the FSDP engine keeps next-token labels in a separate tensor "
