@@ -7,13 +7,21 @@ straight from its values buffer), or a flat values tensor `[sum L_i, *trail]` pl
 
 Cost per call, independent of the batch size B in number of torch ops: the plan and the
 chunk table are computed on the host with CPU tensor ops; on the data's device the call runs a
-fixed sequence of ops: two ramp expansions (fill + accumulating indexed write + cumsum) give the
-position ids and the gather index, then one clamp and one `index_select`. The index runs on
-through each chunk's padding rows, which are then written by one `index_fill_` (or, when they
-are more than half of the rows, through a bool mask and one `masked_fill_`, so the extra memory
-stays within 8 bytes per row). A list input is first concatenated into one buffer.
+fixed sequence of ops: two piecewise-linear expansions (zero buffer + accumulating indexed
+write + two cumsums, `rowmap.second_sums`) give the position ids and the gather index, then one
+`index_select`. On each chunk's padding rows the index holds one source row inside the buffer,
+so it needs no clamp; those rows are then written by one `index_fill_` (or, when they are more
+than half of the rows, through a bool mask and one `masked_fill_`, so the extra memory stays
+within 8 bytes per row). A list input is first concatenated into one buffer.
 Extra memory on the device: one int32 index per output row (int64 beyond about 3e8 rows),
 plus one int64 index per padding row, or one byte per row for the mask.
+
+Busy hosts (issue 15): with lengths on the host, no pass over the rows before the gather is
+element-wise, so none forks torch's CPU thread pool, whose regions stall while other processes
+hold the cores. The gather itself is torch's `index_select`: one thread for 1-D rows, the pool
+for rows with trailing dims (as any gather of those rows is). Element-wise passes remain only
+where padding is written: `index_fill_` (padding rows only) or the mask path's `masked_fill_`,
+and a rank without real rows (`torch.full`).
 
 Synchronisation: with lengths on the host (a list/tuple, a CPU tensor, or any list of tensors,
 whose shapes are host metadata) no device-to-host copy happens. When the lengths live on an
@@ -30,10 +38,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 
 from .config import PackConfig, as_integer
 from .plan import Plan, check_lengths, host_lengths, plan_with_host
-from .rowmap import Chunks, chunk_table, exclusive_cumsum, expand, index_dtype, ramps
+from .rowmap import Chunks, chunk_table, exclusive_cumsum, expand, index_dtype, second_sums
 
 
 class Batch:
@@ -325,8 +334,8 @@ def pack_batch(
     # R-POS-2, R-ROLL-1: position id = offset (+1 with need_roll) of the row's source; and the
     # row's index in the source, which runs past a sequence's real rows on its padding rows.
     index = index_dtype(2 * n_src, 2 * (plan.total + rows_n) + 4)
-    pos, idx = ramps(rows_n, ch.starts, ch.d, (torch.int64, index), device)
-    idx.clamp_(max=n_src - 1)  # the last sequence's padding rows run past the buffer
+    pos = expand(rows_n, ch.starts, ch.d[0], slope=1, dtype=torch.int64, device=device)
+    idx = gather_index(ch, n_src, rows_n, index, device)
     rows = as_dtype(values, fill.view).index_select(0, idx)  # R-ROW-1: real rows bit for bit
     count = rows_n - n_real
     if count * 8 <= rows_n * (8 - idx.element_size()):
@@ -340,6 +349,28 @@ def pack_batch(
 def as_dtype(t: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
     """`t` viewed as `dtype` (same width); unchanged for None or its own dtype."""
     return t if dtype is None or dtype == t.dtype else t.view(dtype)
+
+
+def gather_index(
+    ch: Chunks, n_src: int, rows_n: int, dtype: torch.dtype, device: torch.device
+) -> torch.Tensor:
+    """The gather index: on chunk `m`'s real rows the source row `row + d[1, m]`; on its padding
+    rows (overwritten with `pad_value` afterwards) one constant source row inside the buffer.
+
+    The constant is the source row after the chunk's last real row, or the buffer's last row
+    where that is past the end (the last sequence's padding), so the index never leaves the
+    buffer and needs no clamp, an element-wise pass (`second_sums`). Chunk `m`'s real piece changes the function by `row + d[1, m] - after[m-1]`
+    (slope 1), its padding piece by `after[m] - (row + d[1, m])` (slope -1).
+    """
+    src = ch.d[1]
+    pad_start = ch.starts + ch.real
+    natural = pad_start + src  # where the chunk's source rows run on to
+    after = natural.clamp(max=n_src - 1)
+    jump = ch.starts + src - F.pad(after, (1, -1))  # from the previous padding value (0 at first)
+    cut = after - natural
+    at = torch.stack((ch.starts, ch.starts + 1, pad_start, pad_start + 1))
+    z = torch.stack((jump, 1 - jump, cut, -1 - cut))
+    return second_sums(rows_n, at.view(-1), z.view(-1), dtype, device)
 
 
 def padding_rows(

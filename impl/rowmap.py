@@ -5,10 +5,16 @@
 A rank's local rows are a concatenation of *chunks*, one or two per sequence: runs of rows whose
 offsets are consecutive within one padded sequence (its real rows, then its padding rows). The
 chunk table has O(B) entries and is built on the host with a constant number of CPU tensor ops.
-A per-row quantity that is `k + D_m` on chunk `m` (a ramp; `k` is the row) or `D_m` (a step) is
-expanded on the target device with three ops and one buffer: fill with the slope, add
-`D_m - D_{m-1}` at each chunk start (accumulating, so empty chunks need no filtering on the
-host), cumulative sum in place.
+A per-row quantity that is piecewise linear in the row `k` (a ramp `k + D_m` or a step `D_m` on
+chunk `m`, or pieces of slope 0 and 1) is expanded on the target device from its second
+difference, which is zero except at O(B) rows (`second_sums`): a zero buffer, one accumulating
+indexed write (empty chunks need no filtering on the host), two in-place cumulative sums.
+
+Every pass over the rows is then a plain loop or a 1-D scan (`repeat_interleave` of one count,
+`cumsum`), which torch runs on one thread on the CPU. Element-wise passes (`fill_` behind
+`torch.full`, `clamp_`) fork torch's intra-op thread pool once they pass its grain size (32768
+elements), and on a busy host each such region waits for a descheduled core: measured on 2
+cores with one spinning process per core, one pack went from under 1 ms to 5-60 ms (issue 15).
 """
 
 from __future__ import annotations
@@ -112,7 +118,7 @@ def unpack_segments(
     """Segment table of the inverse map over all ranks (R-UNPACK-1, R-SHARD-4).
 
     Output row `q = cu[i] + j` (token `j` of sequence `i`) reads row `q + D_m` of the ranks'
-    rows concatenated in rank order. Returns (starts, D); runs may be empty (`ramps`).
+    rows concatenated in rank order. Returns (starts, D); runs may be empty (`expand`).
     """
     if cp == 1 or layout == "contiguous":
         # Concatenating the ranks in order gives the padded buffer itself (R-SHARD-1, -3).
@@ -130,36 +136,43 @@ def unpack_segments(
     return out_start.view(-1), d.view(-1)
 
 
-def ramps(
-    rows: int,
-    starts: torch.Tensor,
-    d: torch.Tensor,
-    dtypes: tuple[torch.dtype, ...],
-    device: torch.device,
-    *,
-    slope: int = 1,
-) -> list[torch.Tensor]:
-    """For each row `j` of `d` ([len(dtypes), S]), the per-row values `slope * k + d[j, m]` for
-    row `k` in segment `m`, as a [rows] tensor of `dtypes[j]` on `device`.
+def zeros(n: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A fresh `[n]` zero tensor, written on one thread on the CPU.
 
-    `starts` must be non-decreasing from `starts[0] == 0`, each `<= rows`: empty segments are
-    allowed, their increments add up at the next non-empty one (an accumulating write, which is
-    deterministic on every device). Costs one small host-to-device copy for all rows of `d`, then
-    per output one fill, one indexed write and one in-place cumulative sum on `device`; no
-    device-to-host synchronisation. Each buffer has one spare element, so that empty segments at
-    the end have somewhere to go.
+    `torch.zeros` forks the intra-op thread pool for large `n` (see the module docstring).
+    For index dtypes, `repeat_interleave` of one count writes segment 0's index `n` times in one
+    plain loop (its one segment is never split across threads; `output_size` spares CUDA a
+    sync); other dtypes take a 1-D `cumsum` of a broadcast zero, a slower scan.
     """
-    # Increment at segment m's start: d[m] - d[m-1], and d[0] - slope at row 0.
-    steps = d - F.pad(d, (1, -1), value=slope)
+    if dtype in (torch.int32, torch.int64):
+        count = torch.tensor([n], dtype=dtype)
+        if device.type != "cpu":
+            count = count.to(device=device, non_blocking=True)
+        return torch.repeat_interleave(count, output_size=n)
+    return torch.cumsum(torch.zeros(1, dtype=dtype, device=device).expand(n), 0, dtype=dtype)
+
+
+def second_sums(
+    rows: int, at: torch.Tensor, z: torch.Tensor, dtype: torch.dtype, device: torch.device
+) -> torch.Tensor:
+    """`[rows]` values whose second difference is `z[e]` summed at rows `at[e]`, zero elsewhere
+    (CPU int64 `at`, each `<= rows + 1`, and `z`): a piecewise-linear function of the row.
+
+    A piece that starts at row `s` and changes the function by `g(k) = a * k + b` from there on
+    contributes `g(s)` at `s` and `a - g(s)` at `s + 1`; pieces may be empty (their terms add up
+    at the same rows: an accumulating write, deterministic on every device). Costs one small
+    host-to-device copy, one zero buffer (`zeros`), one indexed write of `len(at)` entries and
+    two in-place cumulative sums: no element-wise pass and no device-to-host synchronisation.
+    Partial sums wrap like the integers they are; the final values are exact when they and the
+    first differences fit `dtype` (`index_dtype`). Two spare elements take the ends of empty
+    pieces.
+    """
     if device.type != "cpu":
-        table = torch.cat((starts[None], steps)).to(device=device, non_blocking=True)
-        starts, steps = table[0], table[1:]
-    out = []
-    for j, dtype in enumerate(dtypes):
-        buf = torch.full((rows + 1,), slope, dtype=dtype, device=device)
-        buf.index_put_((starts,), steps[j].to(dtype), accumulate=True)
-        out.append(buf.cumsum_(0)[:rows])
-    return out
+        table = torch.stack((at, z)).to(device=device, non_blocking=True)
+        at, z = table[0], table[1]
+    buf = zeros(rows + 2, dtype, device)
+    buf.index_put_((at,), z.to(dtype), accumulate=True)
+    return buf.cumsum_(0).cumsum_(0)[:rows]
 
 
 def expand(
@@ -171,8 +184,18 @@ def expand(
     dtype: torch.dtype,
     device: torch.device,
 ) -> torch.Tensor:
-    """`ramps` for one row of segment constants `d` ([S])."""
-    return ramps(rows, starts, d[None], (dtype,), device, slope=slope)[0]
+    """The per-row values `slope * k + d[m]` for row `k` in segment `m`, as a [rows] tensor of
+    `dtype` on `device` (a ramp for slope 1, a step for slope 0).
+
+    `starts` (CPU int64, like `d`) must be non-decreasing from `starts[0] == 0`, each `<= rows`;
+    empty segments are allowed. Segment `m` changes the function by the constant
+    `d[m] - d[m-1]` from its start on, and `slope * k` starts at row 0 (`second_sums`).
+    """
+    steps = d - F.pad(d, (1, -1))
+    origin = torch.tensor([0, 1])  # g(k) = slope * k from row 0: 0 at row 0, slope at row 1
+    at = torch.cat((origin, starts, starts + 1))
+    z = torch.cat((origin * slope, steps, -steps))
+    return second_sums(rows, at, z, dtype, device)
 
 
 def index_dtype(*bounds: int) -> torch.dtype:
