@@ -359,8 +359,9 @@ def gather_index(
 
     The constant is the source row after the chunk's last real row, or the buffer's last row
     where that is past the end (the last sequence's padding), so the index never leaves the
-    buffer and needs no clamp, an element-wise pass (`second_sums`). Chunk `m`'s real piece changes the function by `row + d[1, m] - after[m-1]`
-    (slope 1), its padding piece by `after[m] - (row + d[1, m])` (slope -1).
+    buffer and needs no clamp, an element-wise pass (`second_sums`). Chunk `m`'s real piece
+    changes the function by `row + d[1, m] - after[m-1]` (slope 1), its padding piece by
+    `after[m] - (row + d[1, m])` (slope -1).
     """
     src = ch.d[1]
     pad_start = ch.starts + ch.real
