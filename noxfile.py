@@ -75,6 +75,10 @@ def bench(session: nox.Session) -> None:
     # caching allocator does), so that page faults do not decide the impl/floor ratio.
     session.run("python", "-m", "bench.run", "--malloc", "steady", "--no-verl", "--no-reference",
                 "--out", "reports/bench-steady.json", *session.posargs)
+    # Busy host: the B = 256 cases idle and with one spinning process per core, alternating,
+    # under torch's default thread count (issue 15; see bench/RESULTS.md, "Busy host").
+    session.run("python", "-m", "bench.run", "--busy", "--out", "reports/bench-busy.json",
+                *session.posargs)
     # The bucket planner on a synthetic RL length distribution, with the trade-off curve and a
     # short measured torch.compile run (see README, "Choosing a bucket").
     session.run(

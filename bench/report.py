@@ -1,6 +1,7 @@
 """Render ``reports/bench.json`` as the Markdown tables of ``bench/RESULTS.md``.
 
     python -m bench.report reports/bench.json > /tmp/tables.md
+    python -m bench.report reports/bench-busy.json  # the busy-host mode's report
 
 The numbers in RESULTS.md are pasted from this output, so they are the measured ones.
 """
@@ -115,11 +116,58 @@ def render(report: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def render_busy(report: dict[str, Any]) -> str:
+    """The busy-host report (`python -m bench.run --busy`): idle and busy side by side."""
+    meta, setup = report["meta"], report["busy_setup"]
+    out = [
+        f"- date (UTC): {meta['date_utc']}; CPU: {meta['cpu']} ({meta['cores']} cores); torch "
+        f"threads: {meta['torch_threads']}; load average (1 min) at start / end: "
+        f"{meta.get('load_average_1m_at_start', float('nan')):.1f} / "
+        f"{meta.get('load_average_1m_at_end', float('nan')):.1f}",
+        f"- commit {meta.get('commit')} (last impl/ change {meta.get('impl_commit')}; "
+        f"uncommitted in impl/ or bench/: {meta.get('impl_or_bench_uncommitted_changes')})",
+        f"- Python {meta['python']}, torch {meta['torch']}, verl {meta['verl']} "
+        f"({meta['verl_note']}); allocator: {meta.get('malloc')}",
+        f"- busy = {setup['spinners']} spinning processes (one per core); "
+        f"{setup['rounds']} alternating idle/busy rounds per case, each timing impl and the "
+        f"floor {setup['repeats']['fast']} times and verl {setup['repeats']['verl']} times; "
+        "medians of the pooled samples",
+        "",
+        "### Busy host: rank 0 pack, median ms (B = 256)",
+        "",
+        "| tp | cp | bucket | data | rows/rank | load idle / busy | impl idle | impl busy | "
+        "impl nested idle | impl nested busy | verl idle | verl busy | floor idle | floor busy | "
+        "busy/idle (nested) | impl/floor busy (nested) | busy/idle (list) | "
+        "impl/floor busy (list) |",
+        "|" + "---|" * 18,
+    ]
+    for c in report["busy_cases"]:
+        i, b, r = c["idle"], c["busy"], c["ratios"]
+        out.append(
+            f"| {c['tp']} | {c['cp']} | {c['bucket'] or '-'} | {c['payload']} | "
+            f"{c['local_rows']} | {c['load_1m']['idle']:.1f} / {c['load_1m']['busy']:.1f} | "
+            f"{_ms(i['impl'])} | {_ms(b['impl'])} | {_ms(i['impl_nested'])} | "
+            f"{_ms(b['impl_nested'])} | {_ms(i.get('verl'))} | {_ms(b.get('verl'))} | "
+            f"{_ms(i['floor'])} | {_ms(b['floor'])} | {_x(r['impl_nested_busy_over_idle'])} | "
+            f"{_x(r['impl_nested_over_floor_busy'])} | {_x(r['impl_busy_over_idle'])} | "
+            f"{_x(r['impl_over_floor_busy'])} |")
+    out += ["", "### Busy-host goals (B = 256, cp = 4, rank 0; max / median over the cases)", "",
+            "| impl input | busy / idle max | median | goal <= 2 | impl / floor (busy) max | "
+            "median | goal <= 5 |", "|---|---|---|---|---|---|---|"]
+    for form, g in ((k, v) for k, v in report["busy_goals"].items() if isinstance(v, dict)):
+        out.append(f"| {form} | {_x(g['busy_over_idle_max'])} | "
+                   f"{_x(g['busy_over_idle_median'])} | {_met(g['busy_over_idle_met'])} | "
+                   f"{_x(g['over_floor_busy_max'])} | {_x(g['over_floor_busy_median'])} | "
+                   f"{_met(g['over_floor_busy_met'])} |")
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     path = args[0] if args else "reports/bench.json"
     with open(path, encoding="utf-8") as handle:
-        print(render(json.load(handle)))
+        report = json.load(handle)
+    print(render_busy(report) if "busy_cases" in report else render(report))
     return 0
 
 

@@ -22,9 +22,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from functools import partial
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -32,155 +30,31 @@ import torch
 
 import impl
 
-MAX_LEN = 4096
-PAYLOADS = ("ids", "f32x8")  # 1-D int64 token ids; a [L, 8] float32 tensor
+from .batches import MAX_LEN, PAYLOADS, draw_lengths, make_batch
+from .busy_mode import (
+    GOAL_BUSY_OVER_FLOOR,
+    GOAL_BUSY_OVER_IDLE,
+    format_busy_table,
+    run_busy,
+)
+from .competitors import Verl, load_reference
+from .probes import (
+    count_ops,
+    cuda_section,
+    memory_section,
+    nested_index_cost,
+    op_count_section,
+    rss_probe,
+    rss_probe_child,
+)
+from .timing import ratio, summary, time_calls, time_ranks
+
+__all__ = ["count_ops", "goals", "malloc_note", "ratio", "main"]
+
+DEFAULT_OUT = "reports/bench.json"
+BUSY_DEADLINE_S = 900.0  # each spinner exits by itself after this, whatever happens here
 GOAL_VERL_SPEEDUP = 100.0  # impl at least 100x faster than verl at B = 256, cp = 4
 GOAL_FLOOR_RATIO = 5.0  # and within 5x of the gather floor
-
-
-# --------------------------------------------------------------------------- data
-
-
-def draw_lengths(batch: int, seed: int) -> list[int]:
-    """Lengths uniform in [1, MAX_LEN], seeded per B so every implementation sees the same."""
-    rng = np.random.default_rng(seed + batch)
-    return [int(v) for v in rng.integers(1, MAX_LEN + 1, size=batch)]
-
-
-def make_batch(lengths: Sequence[int], payload: str, seed: int) -> list[torch.Tensor]:
-    gen = torch.Generator().manual_seed(seed)
-    if payload == "ids":
-        return [torch.randint(0, 150_000, (n,), dtype=torch.int64, generator=gen)
-                for n in lengths]
-    return [torch.randn(n, 8, dtype=torch.float32, generator=gen) for n in lengths]
-
-
-# --------------------------------------------------------------------------- timing
-
-
-def time_calls(fn: Callable[[], Any], repeats: int, warmup: int = 1) -> list[float]:
-    """Wall time of ``repeats`` calls after ``warmup`` untimed ones (GC off while timing)."""
-    for _ in range(warmup):
-        fn()
-    gc.collect()
-    gc.disable()
-    try:
-        out = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            fn()
-            out.append(time.perf_counter() - start)
-    finally:
-        gc.enable()
-    return out
-
-
-def time_ranks(make_fn: Callable[[int], Callable[[], Any]], cp: int, repeats: int,
-               warmup: int = 1) -> tuple[list[float], list[float]]:
-    """Per repeat: rank 0's call time, and the sum over every rank's call (all ranks)."""
-    fns = [make_fn(r) for r in range(cp)]
-    for _ in range(warmup):
-        for fn in fns:
-            fn()
-    gc.collect()
-    gc.disable()
-    one, every = [], []
-    try:
-        for _ in range(repeats):
-            total = 0.0
-            for rank, fn in enumerate(fns):
-                start = time.perf_counter()
-                fn()
-                elapsed = time.perf_counter() - start
-                total += elapsed
-                if rank == 0:
-                    one.append(elapsed)
-            every.append(total)
-    finally:
-        gc.enable()
-    return one, every
-
-
-def summary(samples: list[float]) -> dict[str, Any]:
-    return {"median_s": statistics.median(samples), "min_s": min(samples), "n": len(samples)}
-
-
-def ratio(num: dict[str, Any] | None, den: dict[str, Any] | None) -> float | None:
-    if not num or not den or den["median_s"] <= 0:
-        return None
-    return float(num["median_s"] / den["median_s"])
-
-
-# --------------------------------------------------------------------------- competitors
-
-
-class Verl:
-    """verl 0.9.1's preprocess/postprocess_thd_engine on a fake parallel state.
-
-    The standalone loader of verl's util.py is the conformance suite's
-    (``conformance/targets/verl.py``), so both measure the same code the same way.
-    """
-
-    def __init__(self) -> None:
-        from importlib import metadata
-
-        from conformance.targets.verl import FakeParallelState, load_util
-
-        self.mod: Any = load_util()  # a module with mpu and torch we swap
-        self.fake_state = FakeParallelState
-        self.version = metadata.version("verl")
-
-    def pack_fn(self, nested: torch.Tensor, tp: int, cp: int, rank: int,
-                bucket: int | None) -> Callable[[], Any]:
-        state = self.fake_state(tp, cp, rank)
-
-        def call() -> Any:
-            self.mod.mpu = state
-            return self.mod.preprocess_thd_engine(nested, pad_to_length_bucket=bucket)
-
-        return call
-
-    def unpack_fn(self, nested: torch.Tensor, shards: list[torch.Tensor], params: Any,
-                  tp: int, cp: int) -> Callable[[], Any]:
-        """Rank 0's postprocess. Its ``all_gather`` hands over the other ranks' rows without a
-        copy: impl's unpack is given gathered shards too, so neither is charged for the gather."""
-        state = self.fake_state(tp, cp, 0)
-        batch = nested.size(0)
-        local_torch = _TorchWithHandedOverGather(shards)
-
-        def call() -> Any:
-            self.mod.mpu = state
-            real_torch = self.mod.torch
-            self.mod.torch = local_torch
-            try:
-                return self.mod.postprocess_thd_engine(shards[0][None], params, nested, batch)
-            finally:
-                self.mod.torch = real_torch
-
-        return call
-
-
-class _TorchWithHandedOverGather:
-    """``torch`` as verl's postprocess sees it on one process: all_gather yields the shards."""
-
-    def __init__(self, shards: list[torch.Tensor]) -> None:
-        def all_gather(output: list[torch.Tensor], tensor: torch.Tensor,
-                       group: Any = None) -> None:
-            for rank, shard in enumerate(shards):
-                output[rank] = shard[None]
-
-        self.distributed = SimpleNamespace(all_gather=all_gather)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(torch, name)
-
-
-def _load_reference() -> Any:
-    try:
-        import reference
-    except ImportError:
-        return None
-    return reference
 
 
 # --------------------------------------------------------------------------- one case
@@ -282,236 +156,6 @@ def run_case(batch: int, tp: int, cp: int, bucket: int | None, payload: str,
         "unpack_reference_over_impl": ratio(unpack.get("reference"), unpack["impl"]),
     }
     return case
-
-
-# --------------------------------------------------------------------------- op counts
-
-
-def count_ops(fn: Callable[[], Any]) -> dict[str, int]:
-    """The aten ops one call dispatches (a TorchDispatchMode sees every op, CPU or CUDA)."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    counts: dict[str, int] = {}
-
-    class Counter(TorchDispatchMode):
-        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
-                               kwargs: Any = None) -> Any:
-            name = str(func.overloadpacket)
-            counts[name] = counts.get(name, 0) + 1
-            return func(*args, **(kwargs or {}))
-
-    with Counter():
-        fn()
-    return counts
-
-
-def op_count_section(seed: int, verl: Verl | None) -> dict[str, Any]:
-    """Ops per call at B = 16 and B = 1024 (cp = 4, bucket 512, [L, 8] float32)."""
-    out: dict[str, Any] = {}
-    config = impl.PackConfig(cp_size=4, bucket=512)
-    for batch in (16, 1024):
-        seqs = make_batch(draw_lengths(batch, seed), "f32x8", seed)
-        shards = [impl.pack_thd(seqs, config, r)[0] for r in range(4)]
-        plan = impl.plan_thd([s.shape[0] for s in seqs], config)
-        entry = {
-            "impl_pack": count_ops(partial(impl.pack_thd, seqs, config, 0)),
-            "impl_unpack": count_ops(partial(impl.unpack_thd, shards, plan, config)),
-        }
-        if verl is not None:
-            nested = torch.nested.nested_tensor(seqs, layout=torch.jagged)
-            entry["verl_pack"] = count_ops(verl.pack_fn(nested, 1, 4, 0, 512))
-        out[f"B={batch}"] = {k: {"total": sum(v.values()), "ops": v} for k, v in entry.items()}
-    for key in ("impl_pack", "impl_unpack"):
-        out[f"{key}_equal"] = out["B=16"][key]["total"] == out["B=1024"][key]["total"]
-    # The fixed cost of one call: B = 16 sequences of 8 tokens, where data movement is nil.
-    tiny = [torch.arange(8, dtype=torch.int64) for _ in range(16)]
-    tiny_shards = [impl.pack_thd(tiny, config, r)[0] for r in range(4)]
-    tiny_plan = impl.plan_thd([8] * 16, config)
-    tiny_flat = torch.cat(tiny)
-    tiny_idx = torch.arange(tiny_plan.local_rows)
-    out["fixed_cost_s"] = {
-        "impl_pack": summary(time_calls(partial(impl.pack_thd, tiny, config, 0), 200)),
-        "impl_unpack": summary(time_calls(partial(impl.unpack_thd, tiny_shards, tiny_plan,
-                                                  config), 200)),
-        "floor": summary(time_calls(partial(torch.index_select, tiny_flat, 0, tiny_idx), 200)),
-    }
-    return out
-
-
-def nested_index_cost() -> dict[str, Any]:
-    """Why verl's pack grows faster than B: one ``nested[i]`` on a jagged nested tensor (how
-    verl reads each sequence) costs time that grows with B. 100-token sequences, per-index us."""
-    out: dict[str, Any] = {}
-    for batch in (32, 256, 1024):
-        nested = torch.nested.nested_tensor(
-            [torch.zeros(100, dtype=torch.int64) for _ in range(batch)], layout=torch.jagged)
-        nested[0]
-        start = time.perf_counter()
-        for i in range(batch):
-            nested[i]
-        out[f"B={batch}"] = (time.perf_counter() - start) / batch
-    return out
-
-
-# --------------------------------------------------------------------------- memory
-
-
-def torch_peak_bytes(fn: Callable[[], Any]) -> tuple[int, int]:
-    """Peak of live torch CPU allocations during one call, and the bytes still live at its end.
-
-    From the profiler's memory events (allocations +, frees -), summed in time order.
-    """
-    from torch.profiler import ProfilerActivity, profile
-
-    fn()  # warm-up: lazy initialisation is not the call's cost
-    gc.collect()
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        result = fn()
-    events = [(e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
-              if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU]
-    events.sort()
-    live = peak = 0
-    for _, nbytes in events:
-        live += nbytes
-        peak = max(peak, live)
-    del result
-    return peak, live
-
-
-def memory_section(seed: int, verl: Verl | None) -> dict[str, Any]:
-    """Peak memory per call against the output size, B = 1024, cp = 4, bucket 512, f32x8."""
-    batch, cp, bucket = 1024, 4, 512
-    seqs = make_batch(draw_lengths(batch, seed), "f32x8", seed)
-    config = impl.PackConfig(cp_size=cp, bucket=bucket)
-    shards = [impl.pack_thd(seqs, config, r)[0] for r in range(cp)]
-    plan = impl.plan_thd([s.shape[0] for s in seqs], config)
-    out_rank = shards[0].numel() * shards[0].element_size()
-    out_unpack = sum(s.numel() * s.element_size() for s in seqs)
-    flat = torch.cat(seqs)
-    idx = torch.arange(plan.local_rows)
-    calls: dict[str, tuple[Callable[[], Any], int]] = {
-        "impl_pack_one_rank": (lambda: impl.pack_thd(seqs, config, 0), out_rank),
-        "impl_unpack": (lambda: impl.unpack_thd(shards, plan, config), out_unpack),
-        "floor_index_select": (lambda: torch.index_select(flat, 0, idx), out_rank),
-    }
-    if verl is not None:
-        nested = torch.nested.nested_tensor(seqs, layout=torch.jagged)
-        calls["verl_pack_one_rank"] = (verl.pack_fn(nested, 1, cp, 0, bucket), out_rank)
-    result: dict[str, Any] = {"case": {"B": batch, "cp": cp, "bucket": bucket,
-                                       "payload": "f32x8"}, "torch_profiler": {}}
-    for name, (fn, out_bytes) in calls.items():
-        peak, live = torch_peak_bytes(fn)
-        result["torch_profiler"][name] = {"peak_bytes": peak, "live_at_end_bytes": live,
-                                          "output_bytes": out_bytes,
-                                          "peak_over_output": peak / out_bytes}
-    return result
-
-
-def rss_probe(which: str, seed: int) -> dict[str, Any]:
-    """In a fresh subprocess: the resident-set high-water mark one call adds (VmHWM - VmRSS)."""
-    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", MALLOC_TRIM_THRESHOLD_="0")
-    cmd = [sys.executable, "-m", "bench.run", "--_rss-probe", which, "--seed", str(seed),
-           "--threads", str(torch.get_num_threads())]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600,
-                          cwd=Path(__file__).resolve().parent.parent)
-    if proc.returncode != 0:
-        return {"error": proc.stderr.strip().splitlines()[-1:] or ["failed"]}
-    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
-
-
-def _status_kib(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise RuntimeError(f"{field} not in /proc/self/status")
-
-
-def _rss_probe_child(which: str, seed: int) -> None:
-    batch, cp, bucket = 1024, 4, 512
-    seqs = make_batch(draw_lengths(batch, seed), "f32x8", seed)
-    config = impl.PackConfig(cp_size=cp, bucket=bucket)
-    if which == "impl":
-        def fn() -> Any:
-            return impl.pack_thd(seqs, config, 0)
-    elif which == "reference":
-        import reference
-
-        np_seqs = [s.numpy() for s in seqs]
-        rconfig = reference.PackConfig(cp_size=cp, bucket=bucket)
-
-        def fn() -> Any:
-            return reference.pack_thd(np_seqs, rconfig, 0)
-    elif which == "verl":
-        nested = torch.nested.nested_tensor(seqs, layout=torch.jagged)
-        fn = Verl().pack_fn(nested, 1, cp, 0, bucket)
-    else:
-        flat = torch.cat(seqs)
-        idx = torch.arange(impl.plan_thd([s.shape[0] for s in seqs], config).local_rows)
-
-        def fn() -> Any:
-            return torch.index_select(flat, 0, idx)
-    out_bytes = 0
-    result = fn()  # warm-up
-    del result
-    gc.collect()
-    Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS
-    before = _status_kib("VmRSS")
-    result = fn()
-    peak = _status_kib("VmHWM")
-    first = result[0] if isinstance(result, tuple) else result
-    out_bytes = int(first.nbytes)
-    print(json.dumps({"rss_before_kib": before, "hwm_kib": peak,
-                      "added_bytes": (peak - before) * 1024, "output_bytes": out_bytes,
-                      "added_over_output": (peak - before) * 1024 / out_bytes}))
-
-
-# --------------------------------------------------------------------------- CUDA
-
-
-def cuda_section(seed: int, verl: Verl | None) -> dict[str, Any]:
-    """Kernel launches per call and a device-to-host sync check, with host lengths."""
-    if not torch.cuda.is_available():
-        return {"skipped": "no CUDA device"}
-    from torch.profiler import ProfilerActivity, profile
-
-    out: dict[str, Any] = {"device": torch.cuda.get_device_name()}
-    config = impl.PackConfig(cp_size=4, bucket=512)
-    for batch in (16, 1024):
-        seqs = [s.cuda() for s in make_batch(draw_lengths(batch, seed), "f32x8", seed)]
-        impl.pack_thd(seqs, config, 0)
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            impl.pack_thd(seqs, config, 0)
-            torch.cuda.synchronize()
-        kernels = [e for e in prof.events()
-                   if e.device_type == torch.autograd.DeviceType.CUDA]
-        sync = "none"
-        torch.cuda.set_sync_debug_mode("error")
-        try:
-            impl.pack_thd(seqs, config, 0)
-        except RuntimeError as exc:
-            sync = f"synchronizing call: {exc}"
-        finally:
-            torch.cuda.set_sync_debug_mode("default")
-        flat = torch.cat(seqs)
-        idx = torch.arange(impl.plan_thd([s.shape[0] for s in seqs], config).local_rows,
-                           device="cuda")
-
-        def cuda_timed(fn: Callable[[], Any], repeats: int = 20) -> dict[str, Any]:
-            def synced() -> None:
-                fn()
-                torch.cuda.synchronize()
-            return summary(time_calls(synced, repeats, warmup=1))
-
-        entry = {"kernels_and_copies": len(kernels), "sync": sync,
-                 "impl_one": cuda_timed(partial(impl.pack_thd, seqs, config, 0)),
-                 "floor_one": cuda_timed(partial(torch.index_select, flat, 0, idx))}
-        if verl is not None:
-            nested = torch.nested.nested_tensor(seqs, layout=torch.jagged)
-            entry["verl_one"] = cuda_timed(verl.pack_fn(nested, 1, 4, 0, 512), repeats=3)
-        out[f"B={batch}"] = entry
-    return out
-
 
 # --------------------------------------------------------------------------- report
 
@@ -633,7 +277,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true",
                    help="B in {32, 256} only, fewer repeats, no subprocess memory probes")
-    p.add_argument("--out", default="reports/bench.json", help="JSON report path")
+    p.add_argument("--out", default=DEFAULT_OUT, help="JSON report path")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--repeats", type=int, default=None,
                    help="repeats for the fast calls (impl, floor); default 15, quick 7")
@@ -641,9 +285,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                    default=None, help="comma-separated B values (default 32,256,1024)")
     p.add_argument("--no-verl", action="store_true", help="skip upstream verl")
     p.add_argument("--no-reference", action="store_true", help="skip the NumPy reference")
-    p.add_argument("--threads", type=int, default=1,
+    p.add_argument("--threads", type=int, default=None,
                    help="torch intra-op threads (default 1: verl's loop and the reference are "
-                        "single-threaded, and OpenMP barriers stall on a busy shared machine)")
+                        "single-threaded, and OpenMP barriers stall on a busy shared machine; "
+                        "with --busy, torch's own default)")
+    p.add_argument("--busy", action="store_true",
+                   help="busy-host mode: the B = 256 cases idle and with one spinning process "
+                        "per core, in alternating rounds (default out reports/bench-busy.json)")
+    p.add_argument("--rounds", type=int, default=2, help="--busy: idle/busy rounds per case")
     p.add_argument("--malloc", choices=("default", "steady"), default="default",
                    help="glibc allocator settings: 'default', or 'steady' (fixed mmap and trim "
                         "thresholds, so freed buffers are reused instead of returned to the OS "
@@ -657,9 +306,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         cmd = [sys.executable, "-m", "bench.run",
                *(sys.argv[1:] if argv is None else list(argv))]
         return subprocess.run(cmd, env=env, check=False).returncode
-    torch.set_num_threads(args.threads)
+    if args.threads is not None or not args.busy:
+        torch.set_num_threads(args.threads or 1)
     if args.rss_probe:
-        _rss_probe_child(args.rss_probe, args.seed)
+        rss_probe_child(args.rss_probe, args.seed)
         return 0
 
     verl: Verl | None = None
@@ -670,7 +320,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             verl_note = f"verl {verl.version}"
         except Exception as exc:  # noqa: BLE001 - any failure to load means "not measured"
             verl_note = f"not measured: {exc}"
-    reference = None if args.no_reference else _load_reference()
+    if args.busy:
+        return busy_main(args, verl, verl_note)
+    reference = None if args.no_reference else load_reference()
 
     batches = args.batches or ((32, 256) if args.quick else (32, 256, 1024))
     fast = args.repeats or (7 if args.quick else 15)
@@ -781,6 +433,36 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     report["meta"]["load_average_1m_at_end"] = os.getloadavg()[0]
     out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1))
+    print(f"\nwrote {out} ({time.perf_counter() - started:.0f} s)")
+    return 0
+
+
+def busy_main(args: argparse.Namespace, verl: Verl | None, verl_note: str) -> int:
+    """`--busy`: idle and busy timings of the B = 256 cases side by side, one JSON report."""
+    info = machine()
+    fast = args.repeats or 15
+    print(f"allocator: {malloc_note()}")
+    print(f"bench --busy: {info['date_utc']} UTC, {info['cpu']} ({info['cores']} cores, "
+          f"{info['torch_threads']} torch threads, load {info['load_average_1m_at_start']:.1f}),"
+          f" torch {info['torch']}, {verl_note}; {args.rounds} idle/busy rounds per case, "
+          f"impl/floor {fast} calls and verl 3 per round and mode")
+    started = time.perf_counter()
+    report: dict[str, Any] = {
+        "meta": {**info, "verl_note": verl_note, "mode": "busy", "malloc": malloc_note(),
+                 "seed": args.seed, "max_len": MAX_LEN},
+        **run_busy(args.seed, verl, fast, args.rounds, BUSY_DEADLINE_S)}
+    report["meta"]["load_average_1m_at_end"] = os.getloadavg()[0]
+    print()
+    print(format_busy_table(report["busy_cases"]))
+    for form, g in ((k, v) for k, v in report["busy_goals"].items() if isinstance(v, dict)):
+        print(f"busy goals at B=256, cp=4, rank 0, impl fed a {form}: busy/idle max "
+              f"{_x(g['busy_over_idle_max'])} (goal <= {GOAL_BUSY_OVER_IDLE:g}: "
+              f"{_met(g['busy_over_idle_met'])}); busy impl/floor max "
+              f"{_x(g['over_floor_busy_max'])} (goal <= {GOAL_BUSY_OVER_FLOOR:g}: "
+              f"{_met(g['over_floor_busy_met'])})")
+    out = Path("reports/bench-busy.json" if args.out == DEFAULT_OUT else args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1))
     print(f"\nwrote {out} ({time.perf_counter() - started:.0f} s)")

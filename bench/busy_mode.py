@@ -1,0 +1,158 @@
+"""Busy-host mode of the benchmark: `python -m bench.run --busy`.
+
+The B = 256, cp = 4 cases (and cp = 1 for scale), timed idle and then with one bounded spinning
+process per core (`bench.busy`), in alternating rounds within one run: impl (list and nested
+input), verl and the floor, under torch's default thread count. A trainer's host is rarely idle,
+and torch's CPU thread pool stalls there (issue 15). Benchmarks, never timed tests: the goals
+are ratios, reported as met or not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import statistics
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+import impl
+
+from .batches import draw_lengths, make_batch
+from .busy import busy_load, load_average
+from .competitors import Verl
+from .timing import ratio, summary, time_calls
+
+BATCH = 256
+GOAL_BUSY_OVER_IDLE = 2.0  # busy impl within 2x of its own idle time
+GOAL_BUSY_OVER_FLOOR = 5.0  # and within 5x of the floor timed under the same load
+FORMS = (("list of tensors", "impl"), ("jagged nested tensor", "impl_nested"))
+
+
+@contextlib.contextmanager
+def _phase(mode: str, seconds: float) -> Iterator[int]:
+    """No spinners when idle; one per core (`os.cpu_count()`) when busy."""
+    if mode == "busy":
+        with busy_load(seconds=seconds) as n:
+            yield n
+    else:
+        yield 0
+
+
+def busy_case(tp: int, cp: int, bucket: int | None, payload: str, seqs: list[torch.Tensor],
+              nested: torch.Tensor, verl: Verl | None, reps: dict[str, int], rounds: int,
+              seconds: float) -> dict[str, Any]:
+    """Rank 0's pack, idle and busy, in `rounds` alternating rounds; samples pooled per mode."""
+    config = impl.PackConfig(tp_size=tp, cp_size=cp, bucket=bucket)
+    rows, _, plan = impl.pack_thd(nested, config, 0)
+    flat = torch.cat(seqs)
+    idx = torch.arange(plan.local_rows) % max(flat.shape[0], 1)
+    fns: dict[str, Callable[[], Any]] = {
+        "impl": lambda: impl.pack_thd(seqs, config, 0),
+        "impl_nested": lambda: impl.pack_thd(nested, config, 0),
+        "floor": lambda: torch.index_select(flat, 0, idx),
+    }
+    checks = {"list_equals_nested": bool(torch.equal(impl.pack_thd(seqs, config, 0)[0], rows))}
+    if verl is not None:
+        fns["verl"] = verl.pack_fn(nested, tp, cp, 0, bucket)
+        checks["verl_rows_equal"] = bool(torch.equal(fns["verl"]()[0][0], rows))
+    samples: dict[str, dict[str, list[float]]] = {m: {k: [] for k in fns} for m in ("idle", "busy")}
+    loads: dict[str, list[float]] = {"idle": [], "busy": []}
+    spinners = 0
+    for _ in range(rounds):
+        for mode in ("idle", "busy"):
+            with _phase(mode, seconds) as n:
+                spinners = max(spinners, n)
+                for name, fn in fns.items():
+                    count = reps["verl"] if name == "verl" else reps["fast"]
+                    samples[mode][name] += time_calls(fn, count)
+                loads[mode].append(load_average())
+    timings = {m: {k: summary(v) for k, v in s.items()} for m, s in samples.items()}
+    idle, busy = timings["idle"], timings["busy"]
+    ratios: dict[str, float | None] = {}
+    for _, key in FORMS:
+        ratios[f"{key}_busy_over_idle"] = ratio(busy[key], idle[key])
+        ratios[f"{key}_over_floor_busy"] = ratio(busy[key], busy["floor"])
+        ratios[f"{key}_over_floor_idle"] = ratio(idle[key], idle["floor"])
+        ratios[f"verl_over_{key}_busy"] = ratio(busy.get("verl"), busy[key])
+    ratios["floor_busy_over_idle"] = ratio(busy["floor"], idle["floor"])
+    ratios["verl_busy_over_idle"] = ratio(busy.get("verl"), idle.get("verl"))
+    return {"B": BATCH, "tp": tp, "cp": cp, "bucket": bucket, "payload": payload,
+            "local_rows": plan.local_rows, "spinners": spinners, "rounds": rounds,
+            "load_1m": {m: statistics.median(v) for m, v in loads.items()},
+            "idle": idle, "busy": busy, "ratios": ratios, "checks": checks}
+
+
+def busy_goals(cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """Issue 15's goals over every B = 256, cp = 4 case, per impl input form (worst case)."""
+    sel = [c for c in cases if c["B"] == BATCH and c["cp"] == 4]
+    out: dict[str, Any] = {"cases": len(sel)}
+    for form, key in FORMS:
+        own = [c["ratios"][f"{key}_busy_over_idle"] for c in sel]
+        floor = [c["ratios"][f"{key}_over_floor_busy"] for c in sel]
+        own = [v for v in own if v is not None]
+        floor = [v for v in floor if v is not None]
+        out[form] = {
+            "busy_over_idle_max": max(own) if own else None,
+            "busy_over_idle_median": statistics.median(own) if own else None,
+            "busy_over_idle_met": max(own) <= GOAL_BUSY_OVER_IDLE if own else None,
+            "over_floor_busy_max": max(floor) if floor else None,
+            "over_floor_busy_median": statistics.median(floor) if floor else None,
+            "over_floor_busy_met": max(floor) <= GOAL_BUSY_OVER_FLOOR if floor else None,
+        }
+    return out
+
+
+def _ms(entry: dict[str, Any] | None) -> str:
+    return "-" if not entry else f"{entry['median_s'] * 1e3:.3g}"
+
+
+def _x(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
+def format_busy_table(cases: list[dict[str, Any]]) -> str:
+    """Plain-text table for the terminal: idle | busy medians (ms) and the goal ratios."""
+    head = (f"{'tp':>2} {'cp':>2} {'bkt':>4} {'data':>5} | {'impl':>6} {'nest':>6} {'verl':>6} "
+            f"{'flr':>6} | {'impl':>6} {'nest':>6} {'verl':>6} {'flr':>6} | {'b/i':>5} "
+            f"{'nb/i':>5} {'i/f':>5} {'n/f':>5}")
+    lines = [f"B={BATCH} rank 0 pack, median ms: idle | busy (one spinner per core) | ratios",
+             head, "-" * len(head)]
+    for c in cases:
+        i, b, r = c["idle"], c["busy"], c["ratios"]
+        lines.append(
+            f"{c['tp']:>2} {c['cp']:>2} {c['bucket'] or '-':>4} {c['payload']:>5} | "
+            + " ".join(f"{_ms(m.get(k)):>6}" for m in (i,) for k in ("impl", "impl_nested",
+                                                                       "verl", "floor"))
+            + " | "
+            + " ".join(f"{_ms(m.get(k)):>6}" for m in (b,) for k in ("impl", "impl_nested",
+                                                                       "verl", "floor"))
+            + f" | {_x(r['impl_busy_over_idle']):>5} {_x(r['impl_nested_busy_over_idle']):>5} "
+            f"{_x(r['impl_over_floor_busy']):>5} {_x(r['impl_nested_over_floor_busy']):>5}")
+    return "\n".join(lines)
+
+
+def run_busy(seed: int, verl: Verl | None, fast: int, rounds: int,
+             seconds: float) -> dict[str, Any]:
+    """Every B = 256 case at cp = 4 (the goals) and cp = 1, idle and busy in one run."""
+    lengths = draw_lengths(BATCH, seed)
+    reps = {"fast": fast, "verl": 3}
+    cases = []
+    for payload in ("ids", "f32x8"):
+        seqs = make_batch(lengths, payload, seed)
+        nested = torch.nested.nested_tensor(seqs, layout=torch.jagged)
+        for tp in (1, 2):
+            for cp in (1, 4):
+                for bucket in (None, 512):
+                    case = busy_case(tp, cp, bucket, payload, seqs, nested, verl, reps, rounds,
+                                     seconds)
+                    cases.append(case)
+                    print(f"  tp={tp} cp={cp} bucket={bucket} {payload}: impl idle "
+                          f"{_ms(case['idle']['impl_nested'])} busy "
+                          f"{_ms(case['busy']['impl_nested'])} ms (nested); floor idle "
+                          f"{_ms(case['idle']['floor'])} busy {_ms(case['busy']['floor'])} ms; "
+                          f"load {case['load_1m']['busy']:.1f}", flush=True)
+    return {"busy_cases": cases, "busy_goals": busy_goals(cases),
+            "busy_setup": {"spinners": os.cpu_count(), "rounds": rounds, "repeats": reps,
+                           "spinner_deadline_s": seconds}}
