@@ -7,6 +7,7 @@ The oracle is always `reference/`; only specified slots are compared
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -148,12 +149,92 @@ def run_reference(case: PackCase, seqs: list[np.ndarray]) -> list[RankResult]:
     return out
 
 
+# An exception of these classes from the target on a valid case is the target rejecting valid
+# input: a rule failure (R-IN-*). Any other exception is a crash: a TargetError, charged to no
+# rule (conformance/README.md, "Reading the report").
+REJECTIONS = (TypeError, ValueError, NotImplementedError)
+
+
+def valid_input_rules(case: PackCase | None = None) -> set[str]:
+    """The R-IN rules that make a case valid input (what a rejection of it disproves)."""
+    rules = {"R-IN-1", "R-IN-3"}
+    if case is not None:
+        if any(n == 0 for n in case.batch.lengths):
+            rules.add("R-IN-2")
+        if case.need_roll or not (type(case.pad_value) is int and case.pad_value == 0):
+            rules |= {"R-IN-4", "R-IN-5"}
+    return rules
+
+
+def call_target(what: str, fn: Any, *args: Any, rules: set[str] | None = None,
+                **kwargs: Any) -> Any:
+    """Call the target on a valid input: a rejection (TypeError, ValueError,
+    NotImplementedError) is a RuleViolation of `rules` (default R-IN-1, R-IN-3), any other
+    exception a TargetError; both chain the original, so its traceback stays in the report."""
+    try:
+        return fn(*args, **kwargs)
+    except REJECTIONS as exc:
+        raise RuleViolation(f"{what}: the target rejected a valid input with "
+                            f"{type(exc).__name__}: {exc}", rules or valid_input_rules()) from exc
+    except Exception as exc:
+        raise TargetError(f"{what}: the target crashed: {type(exc).__name__}: {exc}") from exc
+
+
+def _readable_array(value: Any, what: str) -> np.ndarray:
+    try:
+        arr = np.asarray(value)
+    except Exception as exc:
+        raise TargetError(f"{what} cannot be read as an array: {exc!r}") from exc
+    if arr.ndim != 1 or arr.dtype.kind not in "iufb":
+        raise TargetError(f"{what} is not a 1-D numeric array: {arr.dtype}{list(arr.shape)}")
+    return arr
+
+
+def readable_output(result: Any, what: str) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """Rows, position ids and meta of one pack call, or TargetError where the protocol's shape
+    is broken (not a 3-tuple, arrays that cannot be read, meta not a mapping or without
+    `cu_seqlens_padded`, row counts that are not integers). Wrong values are left to the rule
+    checks."""
+    if not isinstance(result, tuple | list) or len(result) != 3:
+        raise TargetError(f"{what} returned {type(result).__name__}"
+                          f"{'' if not hasattr(result, '__len__') else f' of {len(result)}'}, "
+                          "not (rows, position_ids, meta)")
+    rows_in, pos_in, meta = result
+    try:
+        rows, pos = np.asarray(rows_in), np.asarray(pos_in)
+    except Exception as exc:
+        raise TargetError(f"{what}: rows or position ids cannot be read as arrays: "
+                          f"{exc!r}") from exc
+    if rows.ndim == 0 or pos.ndim == 0:
+        raise TargetError(f"{what}: rows {rows.shape} / position ids {pos.shape} have no row "
+                          "dimension")
+    if not isinstance(meta, Mapping):
+        raise TargetError(f"{what}: meta is {type(meta).__name__}, not a mapping")
+    if "cu_seqlens_padded" not in meta:
+        raise TargetError(f"{what}: meta has no cu_seqlens_padded (keys {sorted(meta)})")
+    for key in META_ARRAYS:
+        if key in meta:
+            _readable_array(meta[key], f"{what}: meta[{key!r}]")
+    for key in META_INTS:
+        if key in meta:
+            try:
+                int(meta[key])
+            except Exception as exc:
+                raise TargetError(f"{what}: meta[{key!r}] = {meta[key]!r} is not a row "
+                                  "count") from exc
+    return rows, pos, dict(meta)
+
+
 def run_target(case: PackCase, seqs: list[np.ndarray]) -> list[RankResult]:
+    """The target's pack on every rank of a valid case (see `call_target`, `readable_output`)."""
     out = []
+    rules = valid_input_rules(case)
     for rank in range(case.cp_size):
-        rows, pos, meta = target().pack(seqs, dict(case.config), rank,
-                                        need_roll=case.need_roll, pad_value=case.pad_value)
-        out.append(RankResult(np.asarray(rows), np.asarray(pos), meta))
+        what = f"pack(rank {rank})"
+        result = call_target(what, target().pack, seqs, dict(case.config), rank,
+                             need_roll=case.need_roll, pad_value=case.pad_value, rules=rules)
+        rows, pos, meta = readable_output(result, what)
+        out.append(RankResult(rows, pos, meta))
     return out
 
 
@@ -278,16 +359,89 @@ META_RULES = {"seqlens": "R-META-1", "seqlens_padded": "R-META-1", "cu_seqlens":
               "local_rows": "R-META-5"}
 
 
-def check_meta(got: list[RankResult], want: list[RankResult]) -> None:
-    """R-META-*: the plan on every rank; a wrong total also disproves R-TOTAL-4."""
+def check_meta(got: list[RankResult], want: list[RankResult],
+               config: dict[str, Any] | None = None) -> None:
+    """R-META-*, and with `config` the stage that explains a wrong padded plan (R-ALIGN-1..3
+    per sequence, R-TOTAL-1..5 for the total): a failure is charged to the most specific rule,
+    so the rules it makes untestable show as blocked by it."""
     for rank, (g, w) in enumerate(zip(got, want, strict=True)):
+        shape = segment_count_problems(g.meta, w.meta)
+        if shape:
+            message, rules = shape
+            raise RuleViolation(f"rank {rank}: {message}", rules)
         problems = meta_mismatches(g.meta, w.meta)
-        if problems:
-            rules = {rule for key, rule in META_RULES.items()
-                     if any(p.startswith(key + " ") for p in problems)}
-            if any(p.startswith("total ") for p in problems):
-                rules.add("R-TOTAL-4")
-            raise RuleViolation(f"rank {rank}: " + "; ".join(problems), rules or {"R-META-1"})
+        if not problems:
+            continue
+        rules = {rule for key, rule in META_RULES.items()
+                 if any(p.startswith(key + " ") for p in problems)}
+        stage = plan_stage(g.meta, w.meta, config) if config is not None else None
+        if stage is not None:
+            message, stage_rules = stage
+            raise RuleViolation(f"rank {rank}: {message} ({'; '.join(problems)})", stage_rules)
+        if config is None and any(p.startswith("total ") for p in problems):
+            rules.add("R-TOTAL-4")
+        raise RuleViolation(f"rank {rank}: " + "; ".join(problems), rules or {"R-META-1"})
+
+
+def segment_count_problems(meta: dict[str, Any], plan: Any) -> tuple[str, set[str]] | None:
+    """A plan with the wrong number of entries (B + 1 segments: the total padding as its own
+    trailing segment) is a rule verdict on R-META-1 / R-META-3, checked before anything indexes
+    the arrays by sequence."""
+    b = len(plan.seqlens)
+    problems, rules = [], set()
+    for key, want, rule in (("seqlens", b, "R-META-1"), ("seqlens_padded", b, "R-META-1"),
+                            ("cu_seqlens", b + 1, "R-META-2"),
+                            ("cu_seqlens_padded", b + 1, "R-META-3")):
+        if key in meta and np.asarray(meta[key]).shape != (want,):
+            problems.append(f"{key} has {np.asarray(meta[key]).shape[0]} entries, spec {want} "
+                            f"for B = {b}: {np.asarray(meta[key]).tolist()}")
+            rules.add(rule)
+    return ("; ".join(problems), rules) if problems else None
+
+
+def plan_stage(meta: dict[str, Any], plan: Any, config: dict[str, Any]
+               ) -> tuple[str, set[str]] | None:
+    """Which stage of the spec's padding explains a wrong padded plan (None: the padded lengths
+    and total are right, the mismatch is elsewhere in the metadata). The per-sequence stage is
+    judged first on every sequence but the last (which also takes the total's surplus)."""
+    cfg = ref_config(config)
+    lengths = [int(n) for n in plan.seqlens]
+    cu = np.asarray(meta["cu_seqlens_padded"], dtype=np.int64)
+    padded = (np.asarray(meta["seqlens_padded"], dtype=np.int64) if "seqlens_padded" in meta
+              else np.diff(cu))
+    want_p = np.asarray(plan.seqlens_padded, dtype=np.int64)
+    a0, a = cfg.base_align, cfg.seq_align
+    for i in range(len(lengths) - 1):
+        p, n = int(padded[i]), lengths[i]
+        if p == int(want_p[i]):
+            continue
+        what = f"P_{i} = {p} for L_{i} = {n}, spec ceil_to(L_{i}, A = {a}) = {int(want_p[i])}"
+        if p >= n and p % a0 == 0 and p % a != 0:
+            return f"{what}: a multiple of A0 = {a0} but not of lcm(16, A0)", {"R-ALIGN-2"}
+        if p >= n and p % a0 != 0:
+            return f"{what}: not a multiple of A0 = tp * cp * f = {a0}", {"R-ALIGN-1"}
+        return what, {"R-ALIGN-3"}
+    total = int(meta["total"]) if "total" in meta else int(cu[-1])
+    if total != plan.total:
+        what = f"total {total}, spec {plan.total}"
+        f8 = cfg.fp8_total_align
+        if f8 is not None and total % f8 != 0:
+            return f"{what}: not a multiple of F = 128 * A0 = {f8}", {"R-TOTAL-1"}
+        if total % cfg.total_modulus != 0:
+            return f"{what}: not a multiple of M = {cfg.total_modulus}", {"R-TOTAL-2"}
+        s = int(np.sum(-(-np.asarray(lengths, dtype=np.int64) // a) * a))
+        bound = max(s, cfg.cp_size * cfg.min_local_rows) if cfg.min_local_rows else s
+        if total < bound:
+            return f"{what}: below N = {bound}", {"R-TOTAL-3"}
+        return f"{what}: not the smallest multiple of M = {cfg.total_modulus} >= N = {bound}", \
+            {"R-TOTAL-4"}
+    if not np.array_equal(padded, want_p):
+        return (f"seqlens_padded {padded.tolist()}, spec {want_p.tolist()}: the total is right, "
+                "its surplus is not all on the last sequence"), {"R-TOTAL-5"}
+    if not np.array_equal(cu, np.asarray(plan.cu_seqlens_padded, dtype=np.int64)):
+        return (f"cu_seqlens_padded {cu.tolist()} is not the running sum of the padded lengths "
+                f"{padded.tolist()}"), {"R-META-3"}
+    return None
 
 
 def snapshot(seqs: Any) -> list[bytes] | None:

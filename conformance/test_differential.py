@@ -39,7 +39,7 @@ def _meta_case(config: st.SearchStrategy[dict]) -> st.SearchStrategy[PackCase]:
 def _check_meta(case: PackCase) -> None:
     h.assume_declared(case)
     seqs = case.batch.arrays()
-    h.check_meta(h.run_target(case, seqs), h.run_reference(case, seqs))
+    h.check_meta(h.run_target(case, seqs), h.run_reference(case, seqs), case.config)
 
 
 @pytest.mark.rules("R-ALIGN-1", "R-ALIGN-2", "R-ALIGN-3", "R-META-1", "R-META-2", "R-META-3",
@@ -134,7 +134,7 @@ def _check_pack(case: PackCase) -> None:
     h.assume_declared(case)  # a pinned example with a feature the target declines
     seqs = case.batch.arrays()
     got, want = h.run_target(case, seqs), h.run_reference(case, seqs)
-    h.check_meta(got, want)
+    h.check_meta(got, want, case.config)
     h.check_rows(case, got, want)
     h.check_positions(case, got, want)
 
@@ -229,11 +229,13 @@ def test_batch_forms_match_reference(case: PackCase, form: str) -> None:
     seqs = case.batch.arrays()
     got = []
     for rank in range(case.cp_size):
-        rows, pos, meta = h.target().pack_as(form, seqs, dict(case.config), rank,
-                                             need_roll=case.need_roll, pad_value=case.pad_value)
-        got.append(h.RankResult(np.asarray(rows), np.asarray(pos), meta))
+        what = f"pack_as({form!r}, rank {rank})"
+        result = h.call_target(what, h.target().pack_as, form, seqs, dict(case.config), rank,
+                               need_roll=case.need_roll, pad_value=case.pad_value,
+                               rules=h.valid_input_rules(case))
+        got.append(h.RankResult(*h.readable_output(result, what)))
     want = h.run_reference(case, seqs)
-    h.check_meta(got, want)
+    h.check_meta(got, want, case.config)
     h.check_rows(case, got, want)
     h.check_positions(case, got, want)
 

@@ -16,6 +16,8 @@ CAPS = h.caps()
 
 
 def _assert_batch_equal(got: list[np.ndarray], want: list[np.ndarray]) -> None:
+    if not isinstance(got, list | tuple):
+        raise h.TargetError(f"unpack returned {type(got).__name__}, not a list of arrays")
     assert len(got) == len(want), f"{len(got)} sequences back, {len(want)} in"
     for i, (g, w) in enumerate(zip(got, want, strict=True)):
         g = np.asarray(g)
@@ -43,7 +45,8 @@ def test_roundtrip(case: PackCase) -> None:
     h.assume_declared(case)
     seqs = case.batch.arrays()
     got = h.run_target(case, seqs)
-    out = h.target().unpack([g.rows for g in got], got[0].meta, dict(case.config))
+    out = h.call_target("unpack", h.target().unpack, [g.rows for g in got], got[0].meta,
+                        dict(case.config), rules={"R-UNPACK-1"})
     _assert_batch_equal(out, seqs)
 
 
@@ -67,7 +70,8 @@ def test_unpack_ignores_padding(case: PackCase) -> None:
             if not src.real:
                 rows[k] = np.ones_like(rows[k]) if rows.dtype.kind == "b" else rows[k] * 0 + 77
         shards.append(rows)
-    _assert_batch_equal(h.target().unpack(shards, got[0].meta, dict(case.config)), seqs)
+    _assert_batch_equal(h.call_target("unpack", h.target().unpack, shards, got[0].meta,
+                                      dict(case.config), rules={"R-UNPACK-1"}), seqs)
 
 
 @h.needs("unpack")
@@ -85,5 +89,5 @@ def test_unpack_matches_reference(config: dict, batch: Batch, seed: int) -> None
               for _ in range(cfg.cp_size)]
     want = reference.unpack_thd(shards, plan, cfg)
     meta = {k: getattr(plan, k) for k in h.META_ARRAYS + h.META_INTS}
-    _assert_batch_equal(h.target().unpack([s.copy() for s in shards], meta, dict(config)),
-                        list(want))
+    _assert_batch_equal(h.call_target("unpack", h.target().unpack, [s.copy() for s in shards],
+                                      meta, dict(config), rules={"R-UNPACK-1"}), list(want))

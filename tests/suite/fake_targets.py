@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+import reference
 from conformance.targets.reference import ReferenceTarget
 
 CORE = frozenset({"need_roll", "pad_value", "contiguous", "zero_length", "trailing_dims",
@@ -30,3 +31,35 @@ class DecliningTarget(ReferenceTarget):
             if config.get(feature) not in (None, False):
                 raise NotImplementedError(f"{feature} is not supported")
         return super().pack(seqs, config, cp_rank, need_roll=need_roll, pad_value=pad_value)
+
+
+class TrailingSegmentTarget(ReferenceTarget):
+    """The reference's rows, but the metadata of another convention: the total-level padding
+    as its own trailing segment (B + 1 entries in seqlens_padded and cu_seqlens_padded)."""
+
+    name = "trailing-segment"
+    description = "tests/suite: the reference reporting B + 1 padded segments"
+    capabilities = CORE | {"bucket", "fp8", "min_local_rows"}
+
+    def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,
+             pad_value: Any = 0) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+        rows, pos, meta = super().pack(seqs, config, cp_rank, need_roll=need_roll,
+                                       pad_value=pad_value)
+        align = reference.PackConfig(**config).seq_align
+        own = [-(-int(n) // align) * align for n in meta["seqlens"]]
+        padded = np.asarray([*own, meta["total"] - sum(own)], dtype=np.int32)
+        meta["seqlens_padded"] = padded
+        meta["cu_seqlens_padded"] = np.concatenate([[0], np.cumsum(padded)]).astype(np.int32)
+        return rows, pos, meta
+
+
+class CrashingTarget(ReferenceTarget):
+    """A target whose pack crashes on every call (a bug outside its own validation)."""
+
+    name = "crashing"
+    description = "tests/suite: pack raises ZeroDivisionError"
+    capabilities = CORE
+
+    def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,
+             pad_value: Any = 0) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+        return {"rows": 1 // 0}  # type: ignore[return-value]

@@ -1,0 +1,325 @@
+"""The conformance report: one entry per test outcome, folded per spec rule, written as JSON and
+Markdown (reports/conformance-<target name>.{json,md}); the schema is in conformance/README.md.
+
+Entries are plain JSON data so that pytest-xdist workers can hand them to the controller
+(`report.user_properties`), which folds and writes them: a parallel run gives the same report
+as a serial one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .verdicts import TargetError
+
+# Test statuses. "declined": skipped because the target does not declare a feature the test
+# needs; "target-error": the target crashed or returned something the protocol does not allow,
+# charged to no rule; "error": the suite itself failed (a checker bug, a hypothesis health
+# check), charged to no rule either.
+TEST_STATUSES = ("pass", "fail", "target-error", "error", "declined", "skip")
+# Rule statuses, strongest first: a rule is "fail" if any test disproves it, "pass" if one
+# passed, "blocked" if its tests only failed on other rules (or hit a target error) first,
+# "declined" if its tests were only about declined features.
+RULE_STATUSES = ("fail", "pass", "blocked", "declined", "skip", "untested")
+PROPERTY = "thd_conformance_entry"
+
+_DECLINED = re.compile(r"declined capability '([^']+)'")
+_FALSIFYING = re.compile(
+    r"(?:Falsifying (?:explicit )?example|Failing (?:explicit example|test case)): "
+    r".*?(?:\n\)|\Z)", re.DOTALL
+)
+_CONFORMANCE = Path(__file__).resolve().parent
+# Adapter code: a crash whose stack passes through these (or the target's own module) is the
+# target's, anything else raised in the checker is the suite's.
+_ADAPTER_DIRS = (_CONFORMANCE / "targets", _CONFORMANCE / "examples")
+
+
+# ----------------------------------------------------------------------------------------------
+# One entry per test
+
+
+def entry(nodeid: str, cited: list[str], report: Any, call: Any,
+          target_files: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The report entry of one test phase (call, or a setup that did not pass)."""
+    status = "pass" if report.passed else "skip" if report.skipped else "fail"
+    out: dict[str, Any] = {"test": nodeid, "rules": cited, "status": status}
+    if status == "skip":
+        longrepr = report.longrepr
+        out["reason"] = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        declined = _DECLINED.findall(out["reason"])
+        if declined:
+            out["status"] = "declined"
+            out["declined"] = sorted(set(declined))
+        return out
+    if status == "pass":
+        return out
+    text = report.longreprtext
+    out["counterexamples"] = counterexamples(call, text)
+    out["message"] = failure_message(call, text)
+    verdicts = [classify(leaf, target_files) for leaf in leaves(call)]
+    violated: set[str] = set()
+    for kind, rules in verdicts:
+        if kind == "rule":
+            violated |= rules or set(cited)
+    faults = [(kind, leaf) for (kind, _), leaf in zip(verdicts, leaves(call), strict=True)
+              if kind in ("target-error", "error")]
+    if faults:
+        out["tracebacks"] = [_traceback(leaf) for _, leaf in faults]
+    if violated:
+        # Charged to the rules the failed checks disprove; the test's other rules were not
+        # decided by this run: blocked by those.
+        out["rules"] = sorted(violated)
+        out["blocked_rules"] = sorted(set(cited) - violated)
+        out["blocked_by"] = sorted(violated)
+    else:
+        kinds = {kind for kind, _ in faults}
+        out["status"] = "target-error" if "target-error" in kinds else "error"
+        out["rules"] = []
+        out["blocked_rules"] = sorted(cited)
+        out["blocked_by"] = [out["status"]]
+    return out
+
+
+def clean_skip(rep: Any) -> None:
+    """A skip raised inside a hypothesis explicit example carries hypothesis' "Failing explicit
+    example: ..." note in its reason; the example is not a failure, so the note is dropped from
+    the report and the terminal (`harness.needs` avoids it altogether)."""
+    if rep.skipped and isinstance(rep.longrepr, tuple) and len(rep.longrepr) == 3:
+        path, lineno, reason = rep.longrepr
+        cleaned = _FALSIFYING.sub("", reason).rstrip()
+        if cleaned != reason:
+            rep.longrepr = (path, lineno, cleaned)
+
+
+def leaves(call: Any) -> list[BaseException]:
+    out: list[BaseException] = []
+    stack = [call.excinfo.value] if call is not None and call.excinfo is not None else []
+    while stack:
+        exc = stack.pop(0)
+        inner = getattr(exc, "exceptions", None)
+        if inner:
+            stack.extend(inner)
+        else:
+            out.append(exc)
+    return out
+
+
+def classify(leaf: BaseException, target_files: tuple[str, ...]) -> tuple[str, set[str]]:
+    """("rule", rules) for a check that disproves rules (a plain assertion: the test's cited
+    rules, given as an empty set), ("target-error", ...) for a TargetError or a crash whose
+    stack runs through the target's code, ("error", ...) for a crash of the suite itself."""
+    if isinstance(leaf, TargetError):
+        return "target-error", set()
+    if isinstance(leaf, AssertionError | pytest.fail.Exception):  # a check (pytest.raises too)
+        return "rule", set(getattr(leaf, "rules", None) or ())
+    if _through_target(leaf, target_files):
+        return "target-error", set()
+    return "error", set()
+
+
+def _through_target(exc: BaseException, target_files: tuple[str, ...]) -> bool:
+    tb = exc.__traceback__
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        try:
+            path = Path(filename).resolve()
+        except OSError:
+            path = Path(filename)
+        if str(path) in target_files or any(d in path.parents for d in _ADAPTER_DIRS):
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def _traceback(exc: BaseException, limit: int = 4000) -> str:
+    text = "".join(traceback.format_exception(exc))
+    return text if len(text) <= limit else "...\n" + text[-limit:]
+
+
+def counterexamples(call: Any, text: str) -> list[str]:
+    """Hypothesis' minimal failing examples: from the exception notes, else the report text."""
+    found: list[str] = []
+    stack = [call.excinfo.value] if call is not None and call.excinfo is not None else []
+    while stack:
+        exc = stack.pop(0)
+        stack.extend(getattr(exc, "exceptions", None) or [])
+        for note in getattr(exc, "__notes__", None) or []:
+            found.extend(_FALSIFYING.findall(note))
+    if not found:
+        plain = "\n".join(re.sub(r"^E {0,7}", "", line) for line in text.splitlines())
+        found = _FALSIFYING.findall(plain)
+    return list(dict.fromkeys(found))
+
+
+def failure_message(call: Any, text: str) -> str:
+    exc = call.excinfo.value if call is not None and call.excinfo is not None else None
+    if exc is not None:
+        found = leaves(call) or [exc]
+        return " | ".join(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                          for e in found)[:2000]
+    lines = [line for line in text.splitlines() if line.startswith("E ")]
+    return "\n".join(lines[:5])
+
+
+def to_property(item: dict[str, Any]) -> tuple[str, str]:
+    return PROPERTY, json.dumps(item, default=str)
+
+
+def from_properties(properties: list[tuple[str, Any]]) -> list[dict[str, Any]]:
+    return [json.loads(value) for key, value in properties if key == PROPERTY]
+
+
+# ----------------------------------------------------------------------------------------------
+# Folding per rule
+
+
+def _row(text: str) -> dict[str, Any]:
+    return {"text": text, "status": "untested", "tests": {}, "failures": [], "skips": [],
+            "declined": [], "blocked_by": []}
+
+
+def fold(entries: list[dict[str, Any]], spec_rules: dict[str, str]) -> dict[str, dict[str, Any]]:
+    matrix = {rule: _row(text) for rule, text in spec_rules.items()}
+    for e in sorted(entries, key=lambda e: e["test"]):
+        for rule in e.get("blocked_rules", []):
+            row = matrix.get(rule)
+            if row is not None:
+                row["tests"].setdefault(e["test"], "blocked")
+                row["blocked_by"] = sorted(set(row["blocked_by"]) | set(e.get("blocked_by", [])))
+        for rule in e["rules"]:
+            row = matrix.setdefault(rule, _row("(not in spec)"))
+            row["tests"][e["test"]] = e["status"]  # overrides "blocked"
+            if e["status"] == "fail":
+                row["failures"].append({k: e.get(k) for k in ("test", "message",
+                                                               "counterexamples")})
+            elif e["status"] == "skip":
+                row["skips"].append({"test": e["test"], "reason": e.get("reason", "")})
+            elif e["status"] == "declined":
+                row["declined"] = sorted(set(row["declined"]) | set(e["declined"]))
+    for row in matrix.values():
+        statuses = set(row["tests"].values())
+        row["status"] = ("fail" if "fail" in statuses else "pass" if "pass" in statuses
+                         else "blocked" if "blocked" in statuses
+                         else "declined" if "declined" in statuses
+                         else "skip" if statuses else "untested")
+        if row["status"] != "blocked":
+            row["blocked_by"] = []
+    return matrix
+
+
+def payload(entries: list[dict[str, Any]], matrix: dict[str, dict[str, Any]],
+            header: dict[str, Any]) -> dict[str, Any]:
+    """The JSON document (schema: conformance/README.md, "The JSON report")."""
+    ordered = sorted(entries, key=lambda e: e["test"])
+    summary = {s: sum(1 for r in matrix.values() if r["status"] == s) for s in RULE_STATUSES}
+    tests = {s: sum(1 for e in ordered if e["status"] == s) for s in TEST_STATUSES}
+    errors = [{k: e.get(k) for k in ("test", "status", "message", "counterexamples",
+                                     "tracebacks", "blocked_rules")}
+              for e in ordered if e["status"] in ("target-error", "error")]
+    return {**header, "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "summary": summary, "test_summary": tests,
+            "rules": {rule: {k: v for k, v in row.items() if k != "text"} | {"text": row["text"]}
+                      for rule, row in matrix.items()},
+            "target_errors": errors, "tests": ordered}
+
+
+def stem_for(out_dir: Path, name: str) -> Path:
+    return out_dir / f"conformance-{re.sub(r'[^A-Za-z0-9_.-]+', '_', name) or 'target'}"
+
+
+def write(out_dir: Path, name: str, doc: dict[str, Any],
+          matrix: dict[str, dict[str, Any]]) -> tuple[Path, Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = stem_for(out_dir, name)
+    json_path, md_path = Path(f"{stem}.json"), Path(f"{stem}.md")
+    json_path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    md_path.write_text(markdown(doc, matrix))
+    return json_path, md_path
+
+
+def shown(path: Path) -> str:
+    """The path relative to the working directory where it lies below it, else absolute."""
+    path = path.resolve()
+    try:
+        return os.path.relpath(path) if Path.cwd() in path.parents else str(path)
+    except ValueError:
+        return str(path)
+
+
+def detail(row: dict[str, Any], width: int) -> str:
+    if row["failures"]:
+        text = (row["failures"][0]["message"] or "").splitlines()
+        return text[0][:width] if text else ""
+    if row["status"] == "blocked" and row["blocked_by"]:
+        return ("blocked by " + ", ".join(row["blocked_by"]))[:width]
+    if row["status"] == "declined":
+        return ("declined: " + ", ".join(row["declined"]))[:width]
+    if row["status"] == "skip" and row["skips"]:
+        return row["skips"][0]["reason"][:width]
+    return ""
+
+
+def terminal_lines(doc: dict[str, Any], matrix: dict[str, dict[str, Any]]) -> list[str]:
+    lines = []
+    for rule, row in matrix.items():
+        lines.append(f"{rule:<14} {row['status'].upper():<8} {len(row['tests']):>2} tests  "
+                     f"{detail(row, 100)}")
+    for err in doc["target_errors"]:
+        lines.append(f"{err['status'].upper()}: {err['test']}: "
+                     f"{(err['message'] or '').splitlines()[0][:150] if err['message'] else ''}")
+    return lines
+
+
+def markdown(doc: dict[str, Any], matrix: dict[str, dict[str, Any]]) -> str:
+    lines = [
+        f"# THD conformance: target `{doc['name']}` (`{doc['target']}`)",
+        "",
+        f"{doc['description']}; spec {doc['spec_version']}; hypothesis profile "
+        f"`{doc['hypothesis_profile']}`; {doc['finished']}.",
+        "",
+        f"Rules: {doc['summary']}",
+        "",
+        f"Tests: {doc['test_summary']}",
+        "",
+        "| Rule | Result | Tests | Declined | Detail |",
+        "|---|---|---|---|---|",
+    ]
+    for rule, row in matrix.items():
+        text = detail(row, 200).replace("|", "\\|")
+        declined = ", ".join(row["declined"])
+        lines.append(f"| {rule} | {row['status']} | {len(row['tests'])} | {declined} | {text} |")
+    failures = [(rule, f) for rule, row in matrix.items() for f in row["failures"]]
+    if failures:
+        lines += ["", "## Failures and minimal counterexamples", ""]
+        seen: set[str] = set()
+        for _, failure in failures:
+            if failure["test"] in seen:
+                continue
+            seen.add(failure["test"])
+            rules = [r for r, row in matrix.items()
+                     if any(f["test"] == failure["test"] for f in row["failures"])]
+            lines += [f"### `{failure['test']}`", "", f"Charged to: {', '.join(rules)}.", "",
+                      "```", failure["message"] or "", "```"]
+            for example in failure["counterexamples"] or []:
+                lines += ["", "```python", example, "```"]
+            lines.append("")
+    if doc["target_errors"]:
+        lines += ["", "## Target errors and suite errors (charged to no rule)", ""]
+        for err in doc["target_errors"]:
+            lines += [f"### `{err['test']}` ({err['status']})", "",
+                      f"Blocks: {', '.join(err['blocked_rules'] or []) or '-'}.", "",
+                      "```", err["message"] or "", "```"]
+            for example in err["counterexamples"] or []:
+                lines += ["", "```python", example, "```"]
+            for tb in err.get("tracebacks") or []:
+                lines += ["", "```", tb.rstrip(), "```"]
+            lines.append("")
+    return "\n".join(lines) + "\n"

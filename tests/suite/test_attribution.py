@@ -1,0 +1,40 @@
+"""Honest failure attribution (issue 11, part 3): a convention difference gets a rule verdict,
+a crash of the target is a target error charged to no rule."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .test_capability_gating import run_suite
+
+
+def test_trailing_segment_gets_a_rule_verdict(tmp_path: Path) -> None:
+    """B + 1 padded segments (the total padding as its own segment) is R-META-1 / R-META-3,
+    never a crash of a check (zip() of B lengths with B + 1 segments)."""
+    report = run_suite("fake_targets:TrailingSegmentTarget", tmp_path,
+                       "conformance/test_differential.py::test_plan_alignment_matches_reference",
+                       "conformance/test_differential.py::test_pack_matches_reference",
+                       "conformance/test_invariants.py")
+    crashed = [t for t in report["tests"] if t["status"] in ("error", "target-error")]
+    assert not crashed, crashed
+    assert report["rules"]["R-META-3"]["status"] == "fail", report["rules"]["R-META-3"]
+    invariants = [t for t in report["tests"]
+                  if t["test"].endswith("test_alignment_and_smallest_total")]
+    assert invariants and invariants[0]["status"] == "fail"
+    assert set(invariants[0]["rules"]) <= {"R-META-1", "R-META-3"}, invariants[0]
+
+
+def test_crash_is_a_target_error(tmp_path: Path) -> None:
+    """A pack that raises ZeroDivisionError on valid cases: every differential test is a
+    target error with the traceback, and no rule is charged with it."""
+    report = run_suite("fake_targets:CrashingTarget", tmp_path,
+                       "conformance/test_differential.py::test_plan_alignment_matches_reference",
+                       "conformance/test_differential.py::test_pack_matches_reference",
+                       "conformance/test_differential.py::test_zero_length_sequences_match_reference")
+    ran = [t for t in report["tests"] if t["status"] not in ("declined", "skip")]
+    assert ran and all(t["status"] == "target-error" for t in ran), ran
+    assert all(not t["rules"] for t in ran)
+    assert report["summary"]["fail"] == 0
+    assert any("ZeroDivisionError" in tb for e in report["target_errors"]
+               for tb in e["tracebacks"])
+    assert report["target_errors"][0]["counterexamples"], report["target_errors"][0]
