@@ -424,17 +424,19 @@ def plan_stage(meta: dict[str, Any], plan: Any, config: dict[str, Any]
     total = int(meta["total"]) if "total" in meta else int(cu[-1])
     if total != plan.total:
         what = f"total {total}, spec {plan.total}"
-        f8 = cfg.fp8_total_align
-        if f8 is not None and total % f8 != 0:
-            return f"{what}: not a multiple of F = 128 * A0 = {f8}", {"R-TOTAL-1"}
-        if total % cfg.total_modulus != 0:
-            return f"{what}: not a multiple of M = {cfg.total_modulus}", {"R-TOTAL-2"}
+        m, f8 = cfg.total_modulus, cfg.fp8_total_align
         s = int(np.sum(-(-np.asarray(lengths, dtype=np.int64) // a) * a))
         bound = max(s, cfg.cp_size * cfg.min_local_rows) if cfg.min_local_rows else s
         if total < bound:
             return f"{what}: below N = {bound}", {"R-TOTAL-3"}
-        return f"{what}: not the smallest multiple of M = {cfg.total_modulus} >= N = {bound}", \
-            {"R-TOTAL-4"}
+        if total == bound:
+            return f"{what}: the bound N = {bound} itself, not rounded up to M = {m}", \
+                {"R-TOTAL-4"}
+        if f8 is not None and total % f8 != 0:
+            return f"{what}: not a multiple of F = 128 * A0 = {f8}", {"R-TOTAL-1"}
+        if total % m != 0:
+            return f"{what}: not a multiple of M = {m}", {"R-TOTAL-2"}
+        return f"{what}: not the smallest multiple of M = {m} >= N = {bound}", {"R-TOTAL-4"}
     if not np.array_equal(padded, want_p):
         return (f"seqlens_padded {padded.tolist()}, spec {want_p.tolist()}: the total is right, "
                 "its surplus is not all on the last sequence"), {"R-TOTAL-5"}

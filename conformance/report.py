@@ -210,8 +210,6 @@ def fold(entries: list[dict[str, Any]], spec_rules: dict[str, str]) -> dict[str,
                          else "blocked" if "blocked" in statuses
                          else "declined" if "declined" in statuses
                          else "skip" if statuses else "untested")
-        if row["status"] != "blocked":
-            row["blocked_by"] = []
     return matrix
 
 
@@ -223,7 +221,7 @@ def payload(entries: list[dict[str, Any]], matrix: dict[str, dict[str, Any]],
     tests = {s: sum(1 for e in ordered if e["status"] == s) for s in TEST_STATUSES}
     errors = [{k: e.get(k) for k in ("test", "status", "message", "counterexamples",
                                      "tracebacks", "blocked_rules")}
-              for e in ordered if e["status"] in ("target-error", "error")]
+              for e in ordered if e["status"] in ("target-error", "error") or e.get("tracebacks")]
     return {**header, "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "summary": summary, "test_summary": tests,
             "rules": {rule: {k: v for k, v in row.items() if k != "text"} | {"text": row["text"]}
@@ -258,8 +256,12 @@ def detail(row: dict[str, Any], width: int) -> str:
     if row["failures"]:
         text = (row["failures"][0]["message"] or "").splitlines()
         return text[0][:width] if text else ""
-    if row["status"] == "blocked" and row["blocked_by"]:
-        return ("blocked by " + ", ".join(row["blocked_by"]))[:width]
+    if row["blocked_by"]:
+        blocked = sum(1 for s in row["tests"].values() if s == "blocked")
+        text = "blocked by " + ", ".join(row["blocked_by"])
+        if row["status"] != "blocked":
+            text = f"{blocked} of {len(row['tests'])} tests {text}"
+        return text[:width]
     if row["status"] == "declined":
         return ("declined: " + ", ".join(row["declined"]))[:width]
     if row["status"] == "skip" and row["skips"]:

@@ -49,9 +49,11 @@ def test_spec_example(example: dict[str, Any]) -> None:
             h.target().pack(seqs, dict(config), 0, pad_value=pad_value)
         return
     for rank in range(cp):
-        rows, pos, meta = h.target().pack(seqs, dict(config), rank,
-                                          need_roll=example.get("need_roll", False),
-                                          pad_value=pad_value)
+        what = f"{example['name']}: pack(rank {rank})"
+        rows, pos, meta = h.readable_output(h.call_target(
+            what, h.target().pack, seqs, dict(config), rank,
+            need_roll=example.get("need_roll", False), pad_value=pad_value,
+            rules=set(example["rules"]) | h.valid_input_rules()), what)
         for key, value in example.get("plan", {}).items():
             got = meta.get(key)
             if got is None:
