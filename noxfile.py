@@ -61,6 +61,10 @@ def conformance(session: nox.Session) -> None:
         session.install(*requirements)
     if not any(a.startswith("--hypothesis-profile") for a in args):
         args = ["--hypothesis-profile=ci", *args]
+    if any(a == "-n" or a.startswith(("-n", "--numprocesses")) for a in args):
+        # `nox -s conformance -- -n 2`: the suite merges the workers' reports (README).
+        # Not the default: on the shared 2-core machine -n 2 was no faster (README, Profiles).
+        session.install("pytest-xdist>=3.5")
     session.run("pytest", "conformance", *args)
 
 
