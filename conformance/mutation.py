@@ -2,7 +2,9 @@
 
 Runs mutmut 3 over impl/ with the tests = this suite (target impl, ci profile; the distributed
 check is left out because every mutant would start process groups), in a scratch copy of the
-repository so that mutmut's setup.cfg and mutants/ never touch the checkout. Prints the kill
+repository so that mutmut's setup.cfg and mutants/ never touch the checkout; serially, without
+pytest-xdist even where the suite's own sessions use it (mutmut runs every mutant in a fork of its
+own). Prints the kill
 rate and the surviving mutants, and writes reports/mutation.json.
 
 Usage: python conformance/mutation.py [--workdir DIR] [--max-children N] [--keep]
@@ -54,6 +56,8 @@ pytest_add_cli_args =
     --hypothesis-profile=ci
     -p
     no:cacheprovider
+    -p
+    no:xdist
     --deselect=conformance/test_distributed.py
     --report-dir=mutation-reports
 """
@@ -61,7 +65,7 @@ GOAL = 0.95
 # Survivors re-checked with the distributed test: the functions only a real group reaches.
 DISTRIBUTED_ONLY = re.compile(r"(^|\.)megatron\.x_(postprocess_thd_engine|_cp_info)__mutmut_\d+$")
 DISTRIBUTED_TEST = ("-m", "pytest", "conformance/test_distributed.py", "--target=impl",
-                    "--hypothesis-profile=ci", "-p", "no:cacheprovider", "-x", "-q",
+                    "--hypothesis-profile=ci", "-p", "no:cacheprovider", "-p", "no:xdist", "-x", "-q",
                     "--report-dir=mutation-reports-distributed")
 
 

@@ -59,7 +59,8 @@ def pack_thd(
     offsets as position ids (R-CONSUMER-10) or their own next token as label (R-CONSUMER-11),
     and every padding row holds pad_value, never another sequence's token (R-CONSUMER-12).
 
-    `cp_rank`, `need_roll` and `pad_value` are the per-call arguments of R-IN-4.
+    `cp_rank`, `need_roll` and `pad_value` are the per-call arguments of R-IN-4. The rows are
+    new arrays; `seqs` is only read (R-IN-6).
     """
     # Every check before any data is read (§11).
     if not isinstance(config, PackConfig):

@@ -72,6 +72,8 @@ CAPABILITIES: dict[str, str] = {
     "on an installed release that lacks them",
     "native_scalars": "native_scalar(value) returns the implementation's own 0-d array holding a "
     "Python scalar, used as a config field or cp_rank (spec section 0: integers, bools)",
+    "large_totals": "pack and unpack of a total of 2**25 rows (32 MiB of int8 over 2 ranks) "
+    "takes seconds; a target that walks rows one by one (the reference) declines it",
 }
 
 # Features every target is assumed to have unless it names them in an optional `declines`

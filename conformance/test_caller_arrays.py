@@ -1,0 +1,81 @@
+"""Arrays the caller keeps: read-only and broadcast (stride-0) inputs are valid arrays, and an
+accepted call leaves them as they were (R-IN-6). A broadcast array is what
+`np.broadcast_to` gives for a batch of equal lengths; a packer that writes into it (even the
+same values, e.g. an in-place clamp) fails on it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import reference
+
+from . import harness as h
+
+CONFIGS = ({"cp_size": 1}, {"cp_size": 2}, {"cp_size": 2, "tp_size": 3},
+           {"cp_size": 3, "cp_layout": "contiguous"})
+
+
+def _locked(a: np.ndarray) -> np.ndarray:
+    a = a.copy()
+    a.setflags(write=False)
+    return a
+
+
+@pytest.mark.rules("R-IN-1", "R-IN-6", "R-ROW-1")
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: "-".join(f"{k}{v}" for k, v in
+                                                                  c.items()))
+@pytest.mark.parametrize("form", ["broadcast", "read-only"])
+def test_flat_lengths_the_caller_keeps(config: dict[str, object], form: str) -> None:
+    """Flat values with a broadcast or read-only `lengths` array (capability
+    `flat_batch_checks`): every rank's rows are the reference's for the split batch, and the
+    lengths and values are unchanged."""
+    h.require("flat_batch_checks")
+    if config.get("cp_layout") == "contiguous":
+        h.require("contiguous")
+    values = _locked(np.arange(36, dtype=np.int64).reshape(12, 3))
+    lengths = (np.broadcast_to(np.int64(4), (3,)) if form == "broadcast"
+               else _locked(np.array([4, 0, 8], dtype=np.int64)))
+    sizes = [int(n) for n in lengths]
+    seqs = np.split(values, np.cumsum(sizes)[:-1])
+    cfg = reference.PackConfig(**config)  # type: ignore[arg-type]
+    before = (values.tobytes(), lengths.tobytes())
+    for rank in range(cfg.cp_size):
+        want, _, _ = reference.pack_thd(seqs, cfg, rank)
+        what = f"pack_flat(lengths={form} {lengths.tolist()}, config={config}, rank {rank})"
+        try:
+            rows, _, _ = h.target().pack_flat(values, lengths, dict(config), rank)
+        except Exception as exc:  # the rejection is the failure under test
+            raise h.RuleViolation(f"{what}: a valid 1-D integer array, rejected: {exc!r}",
+                                  {"R-IN-1", "R-IN-6"}) from exc
+        if not h.same_value(np.asarray(rows), want):
+            raise h.RuleViolation(f"{what}: rows differ from the spec's", {"R-ROW-1"})
+        if (values.tobytes(), lengths.tobytes()) != before:
+            raise h.RuleViolation(f"{what}: wrote into its inputs", {"R-IN-6"})
+
+
+@pytest.mark.rules("R-IN-1", "R-IN-6", "R-ROW-1")
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: "-".join(f"{k}{v}" for k, v in
+                                                                  c.items()))
+def test_batch_arrays_the_caller_keeps(config: dict[str, object]) -> None:
+    """A batch of read-only and broadcast arrays: every rank's rows are the reference's and
+    the arrays are unchanged."""
+    if config.get("cp_layout") == "contiguous":
+        h.require("contiguous")
+    seqs = [np.broadcast_to(np.arange(3, dtype=np.int64), (5, 3)),
+            _locked(np.arange(0, dtype=np.int64).reshape(0, 3)),
+            _locked(np.arange(24, dtype=np.int64).reshape(8, 3))]
+    cfg = reference.PackConfig(**config)  # type: ignore[arg-type]
+    before = h.snapshot(seqs)
+    for rank in range(cfg.cp_size):
+        want, _, _ = reference.pack_thd(seqs, cfg, rank)
+        what = f"pack(read-only and broadcast arrays, config={config}, rank {rank})"
+        try:
+            rows, _, _ = h.target().pack(seqs, dict(config), rank)
+        except Exception as exc:  # the rejection is the failure under test
+            raise h.RuleViolation(f"{what}: valid arrays, rejected: {exc!r}",
+                                  {"R-IN-1", "R-IN-6"}) from exc
+        if not h.same_value(np.asarray(rows), want):
+            raise h.RuleViolation(f"{what}: rows differ from the spec's", {"R-ROW-1"})
+        if h.snapshot(seqs) != before:
+            raise h.RuleViolation(f"{what}: wrote into its inputs", {"R-IN-6"})
