@@ -65,8 +65,8 @@ GOAL = 0.95
 # Survivors re-checked with the distributed test: the functions only a real group reaches.
 DISTRIBUTED_ONLY = re.compile(r"(^|\.)megatron\.x_(postprocess_thd_engine|_cp_info)__mutmut_\d+$")
 DISTRIBUTED_TEST = ("-m", "pytest", "conformance/test_distributed.py", "--target=impl",
-                    "--hypothesis-profile=ci", "-p", "no:cacheprovider", "-p", "no:xdist", "-x", "-q",
-                    "--report-dir=mutation-reports-distributed")
+                    "--hypothesis-profile=ci", "-p", "no:cacheprovider", "-p", "no:xdist",
+                    "-x", "-q", "--report-dir=mutation-reports-distributed")
 
 
 def _copy_tree(work: Path) -> None:
