@@ -30,7 +30,7 @@ def test_flat_lengths_the_caller_keeps(config: dict[str, object], form: str) -> 
     """Flat values with a broadcast or read-only `lengths` array (capability
     `flat_batch_checks`): every rank's rows are the reference's for the split batch, and the
     lengths and values are unchanged."""
-    h.require("flat_batch_checks")
+    h.require("flat_batch_checks", "zero_length", "trailing_dims")
     if config.get("cp_layout") == "contiguous":
         h.require("contiguous")
     values = _locked(np.arange(36, dtype=np.int64).reshape(12, 3))
@@ -60,6 +60,7 @@ def test_flat_lengths_the_caller_keeps(config: dict[str, object], form: str) -> 
 def test_batch_arrays_the_caller_keeps(config: dict[str, object]) -> None:
     """A batch of read-only and broadcast arrays: every rank's rows are the reference's and
     the arrays are unchanged."""
+    h.require("zero_length", "trailing_dims")
     if config.get("cp_layout") == "contiguous":
         h.require("contiguous")
     seqs = [np.broadcast_to(np.arange(3, dtype=np.int64), (5, 3)),

@@ -48,6 +48,7 @@ def test_numpy_integer_sizes(config: dict[str, Any], kind: Any) -> None:
     same config, R-IN-3), its plan is the reference's, and `max_seqlen`, `total` and
     `local_rows` are Python ints (R-META-4, R-META-5), not NumPy scalars that wrap at 2**63."""
     _needs(config)
+    h.require("zero_length")
     seqs = [np.arange(n, dtype=np.int64) + 100 * n for n in (5, 0, 17, 3)]
     given = _numpy_config(config, kind)
     cfg = reference.PackConfig(**config)
