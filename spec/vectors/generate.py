@@ -84,6 +84,8 @@ def pack_vector(
     trail = trail or []
     cfg = ref.PackConfig(**config)
     seqs = canonical_batch(seqlens, trail, dtype)
+    for s in seqs:
+        s.setflags(write=False)  # R-IN-6: the reference packs read-only inputs
     ranks = []
     shards = []
     for rank in range(cfg.cp_size):
@@ -189,7 +191,7 @@ def build() -> list[dict[str, Any]]:
     roll = ["R-ROLL-1", "R-ROLL-2", "R-ROLL-3", "R-ROW-2", "R-POS-3"]
     v: list[dict[str, Any]] = []
     # Layouts and sizes.
-    v.append(pack_vector("cp1-tp1", shard + ["R-SHARD-1"], {}, [3, 1, 4]))
+    v.append(pack_vector("cp1-tp1", shard + ["R-SHARD-1", "R-IN-6"], {}, [3, 1, 4]))
     v.append(pack_vector("cp1-tp3", shard + ["R-SHARD-1"], {"tp_size": 3}, [5, 2]))
     v.append(pack_vector("zigzag-cp2", shard + ["R-SHARD-2"], {"cp_size": 2}, [3, 5, 1]))
     v.append(pack_vector("zigzag-cp3-tp2", shard + ["R-SHARD-2"],
