@@ -151,13 +151,20 @@ def test_rows_do_not_add_up_to_the_buffer() -> None:
     fails("R-CONSUMER-3", "local_rows 4, but it holds 2 rows", seqs, lying, {"cp_size": 2})
 
 
+def test_unequal_rank_row_counts() -> None:
+    """R-CONSUMER-3: ranks that hold different row counts are a verdict, not a target error."""
+    seqs = canonical([3, 5])
+    outputs = build(seqs, [4, 8], 2)
+    outputs[0] = outputs[0]._replace(rows=outputs[0].rows[:5])
+    fails("R-CONSUMER-3", r"different row counts \[5, 6\]", seqs, outputs, {"cp_size": 2})
+
+
 # ----------------------------------------------------------------------------------------------
 # Malformed output: TargetError, no rule
 
 
 @pytest.mark.parametrize(
-    "fault", ["no-key", "meta-list", "rows-list", "rows-0d", "counts-differ", "cu-2d",
-              "rank-count", "pos-list"],
+    "fault", ["no-key", "meta-list", "rows-list", "rows-0d", "cu-2d", "rank-count", "pos-list"],
 )
 def test_malformed_output_is_a_target_error(fault: str) -> None:
     """A check that cannot read the output decides no rule (verdicts.TargetError)."""
@@ -173,8 +180,6 @@ def test_malformed_output_is_a_target_error(fault: str) -> None:
         outputs[0] = o0._replace(rows=o0.rows.tolist())
     elif fault == "rows-0d":
         outputs[0] = o0._replace(rows=np.array(5))
-    elif fault == "counts-differ":
-        outputs[0] = o0._replace(rows=o0.rows[:5])
     elif fault == "cu-2d":
         outputs[0] = o0._replace(meta={**o0.meta, "cu_seqlens_padded": np.zeros((2, 3), int)})
     elif fault == "rank-count":
