@@ -57,10 +57,13 @@ def _unpad_input(hidden: torch.Tensor, mask: torch.Tensor) -> tuple[Any, ...]:
 
 
 def _pad_input(hidden: torch.Tensor, indices: torch.Tensor, batch: int, seqlen: int) -> Any:
-    """flash_attn.bert_padding.pad_input: scatter the rows back into a zero [batch, seqlen]."""
-    out = torch.zeros(batch * seqlen, *hidden.shape[1:], dtype=hidden.dtype)
-    out[indices] = hidden
-    return out.reshape(batch, seqlen, *hidden.shape[1:])
+    """flash_attn.bert_padding.pad_input: scatter the rows back into a zero [batch, seqlen].
+    Scattered in NumPy, so that every dtype works (torch's index_put has no uint16 kernel): a
+    limit of the glue must not be charged to OpenRLHF."""
+    src = hidden.numpy()
+    out = np.zeros((batch * seqlen, *src.shape[1:]), dtype=src.dtype)
+    out[indices.numpy()] = src
+    return torch.from_numpy(out.reshape(batch, seqlen, *src.shape[1:]))
 
 
 class _RingDist:

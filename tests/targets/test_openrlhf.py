@@ -71,3 +71,12 @@ def test_declined_features_raise_not_implemented(target: OpenRLHFTarget) -> None
         target.pack(seqs, {}, 0, pad_value=5)
     with pytest.raises(NotImplementedError):
         target.pack(seqs, {}, 0, need_roll=True)
+
+
+def test_unpack_of_any_dtype(target: OpenRLHFTarget) -> None:
+    # the glue's pad_input must not fail where torch has no index_put kernel (uint16)
+    seqs = [np.array([1, 2, 3], dtype=np.uint16), np.array([4], dtype=np.uint16)]
+    packed = [target.pack(seqs, CONTIGUOUS2, r) for r in range(2)]
+    out = target.unpack([p[0] for p in packed], packed[0][2], CONTIGUOUS2)
+    assert [o.tolist() for o in out] == [[1, 2, 3], [4]]
+    assert all(o.dtype == np.uint16 for o in out)
