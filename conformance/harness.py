@@ -429,9 +429,10 @@ def plan_stage(meta: dict[str, Any], plan: Any, config: dict[str, Any]
         bound = max(s, cfg.cp_size * cfg.min_local_rows) if cfg.min_local_rows else s
         if total < bound:
             return f"{what}: below N = {bound}", {"R-TOTAL-3"}
-        if total == bound:
-            return f"{what}: the bound N = {bound} itself, not rounded up to M = {m}", \
-                {"R-TOTAL-4"}
+        if total == bound > s:
+            # min_local_rows raised the bound, and the total stopped there (erratum E-2)
+            return f"{what}: the bound N = cp * min_local_rows = {bound} itself, not rounded " \
+                f"up to M = {m}", {"R-TOTAL-4"}
         if f8 is not None and total % f8 != 0:
             return f"{what}: not a multiple of F = 128 * A0 = {f8}", {"R-TOTAL-1"}
         if total % m != 0:
