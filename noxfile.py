@@ -7,6 +7,7 @@ by hand.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 import nox
 
@@ -15,6 +16,7 @@ nox.options.reuse_existing_virtualenvs = True
 
 PYTHON = "3.11"
 VERL = "verl==0.9.1"
+OPENRLHF = "openrlhf==0.11.2"
 # Built-in targets -> what `nox -s conformance -- --target NAME` installs on top of `.[test]`
 # (megatron-core is already a test dependency). verl's packages pull in a training stack; its
 # targets load single files and need only torch + megatron-core, hence --no-deps.
@@ -22,11 +24,11 @@ TARGET_REQUIREMENTS: dict[str, list[str]] = {
     "verl": ["--no-deps", VERL],
     "verl-fsdp": ["--no-deps", VERL],
     "megatron-core": [],
-    "openrlhf": ["--no-deps", "openrlhf==0.11.2"],
+    "openrlhf": ["--no-deps", OPENRLHF],
 }
 
 
-def _target_name(args: list[str], env: dict[str, str]) -> str | None:
+def _target_name(args: list[str], env: Mapping[str, str | None]) -> str | None:
     """The --target of the posargs (either spelling), else THD_TARGET."""
     for i, arg in enumerate(args):
         if arg == "--target" and i + 1 < len(args):
@@ -44,6 +46,9 @@ def _install_test_deps(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """CI: unit, spec and golden-vector tests, then conformance (ci profile) on impl, reference."""
     _install_test_deps(session)
+    # The peer targets' loader tests (tests/targets) read the peers' real wheels: install them
+    # here too (--no-deps, small), so that those tests run in CI instead of skipping.
+    session.install("--no-deps", VERL, OPENRLHF)
     session.run("pytest", "tests", *session.posargs)
     for target in ("impl", "reference"):
         session.run(
