@@ -44,6 +44,7 @@ FIELD_VALUES = {"bucket": bad_buckets, "min_local_rows": bad_min_local_rows,
                 "cp_layout": bad_layouts, "fp8": bad_flags}
 
 
+@h.needs("config_checks")
 @pytest.mark.rules("R-IN-3", "R-ERR-1", "R-ERR-2", "R-ERR-3", "R-ERR-4")
 @pytest.mark.parametrize("field", [
     pytest.param(f, marks=h.needs(f)) if f in CONFIG_FEATURES else f for f in sorted(FIELD_VALUES)

@@ -63,7 +63,7 @@ class TeamTarget:
     # Declared: what team_pack supports. Everything else (FP8, labels, pad_value, unpack, the
     # contiguous layout, ...) is declined: never drawn, and its tests are reported "declined".
     capabilities: frozenset[str] = frozenset(
-        {"bucket", "min_local_rows", "zero_length", "trailing_dims"})
+        {"bucket", "min_local_rows", "zero_length", "trailing_dims", "config_checks"})
     skip_reasons = {"need_roll": "team_pack builds no labels",
                     "fp8": "team_pack's FP8 padding is not wired into the adapter yet"}
 

@@ -76,7 +76,7 @@ class ImplTarget:
          "batch_forms", "row_map", "forged_plan_checks", "flat_batch_checks",
          "megatron_checks", "api_type_checks", "native_scalars", "local_gather",
          "simulated_megatron", "bucket", "fp8", "min_local_rows", "zero_length",
-         "trailing_dims", "large_totals"}
+         "trailing_dims", "large_totals", "config_checks"}
     )
     # impl.pack_thd also takes a jagged nested tensor (with or without gaps between the
     # sequences in its values buffer) and a flat values tensor with lengths= (R-IN-1).

@@ -40,6 +40,9 @@ CAPABILITIES: dict[str, str] = {
     "unpack": "unpack(shards, meta, config) (spec section 9)",
     "megatron": "megatron_preprocess(...) returns the PackedSeqParams view (R-MEG-1, R-MEG-2)",
     "distributed": "distributed_unpack(...) gathers through a real process group (R-MEG-3)",
+    "config_checks": "the target validates the PackConfig fields it is given: bucket, "
+    "min_local_rows, cp_layout and fp8 (R-ERR-1, R-ERR-2, R-ERR-3, R-ERR-4); absent where the "
+    "config arrives as an engine's already-validated ints",
     "parallel_state_checks": "tp_size, cp_size and cp_rank are validated by the target "
     "(R-ERR-1, R-ERR-2, R-ERR-5); absent where they come from Megatron's parallel state",
     "unpack_checks": "unpack validates the shard list (R-ERR-11); absent where the shards "

@@ -31,7 +31,8 @@ class ReferenceTarget:
     capabilities = frozenset(
         {"need_roll", "pad_value", "plan", "engine", "contiguous", "unpack", "distributed",
          "parallel_state_checks", "batch_checks", "unpack_checks", "api_type_checks",
-         "native_scalars", "bucket", "fp8", "min_local_rows", "zero_length", "trailing_dims"}
+         "native_scalars", "bucket", "fp8", "min_local_rows", "zero_length", "trailing_dims",
+         "config_checks"}
     )
     skip_reasons = {
         "flat_batch_checks": "reference.pack_thd takes a list or tuple of arrays only",

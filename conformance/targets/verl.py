@@ -135,7 +135,7 @@ class VerlTarget:
         # verl 0.9.1's preprocess_thd_engine takes pad_to_length_bucket, use_fp8_padding and
         # min_local_rows, and packs empty sequences and trailing dims (nested jagged tensors).
         caps = {"need_roll", "unpack", "megatron", "distributed", "bucket", "fp8",
-                "min_local_rows", "zero_length", "trailing_dims"}
+                "min_local_rows", "zero_length", "trailing_dims", "config_checks"}
         # Feature probe: the contiguous layout needs PackedSeqParams.cp_partition_mode.
         if self.util._PACKED_SEQ_PARAMS_HAS_CP_PARTITION_MODE:
             caps.add("contiguous")
