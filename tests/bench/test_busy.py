@@ -128,3 +128,22 @@ def test_busy_report_formats_idle_and_busy() -> None:
     assert "2 spinning processes" in text
     table = busy_mode.format_busy_table(cases)
     assert "0.75" in table and "300" in table and "B=256" in table
+
+
+def test_compare_loads_a_second_impl_copy_and_interleaves() -> None:
+    """bench.compare imports another impl copy under its own name; calls alternate per round."""
+    import torch
+
+    import impl
+    from bench import compare
+
+    other = compare.load_copy(str(ROOT / "impl"), name="impl_copy_for_test")
+    assert other is not impl and other.__name__ == "impl_copy_for_test"
+    seqs = [torch.arange(n) for n in (5, 0, 9)]
+    a = other.pack_thd(seqs, other.PackConfig(cp_size=2), 1)
+    b = impl.pack_thd(seqs, impl.PackConfig(cp_size=2), 1)
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    calls: list[str] = []
+    times = compare.interleaved([lambda: calls.append("a"), lambda: calls.append("b")], 3)
+    assert [len(t) for t in times] == [3, 3]
+    assert calls == ["a", "b"] + ["a", "b"] * 3  # one warm-up each, then alternating
