@@ -76,7 +76,8 @@ class ImplTarget:
          "batch_forms", "row_map", "forged_plan_checks", "flat_batch_checks",
          "megatron_checks", "api_type_checks", "native_scalars", "local_gather",
          "simulated_megatron", "bucket", "fp8", "min_local_rows", "zero_length",
-         "trailing_dims", "large_totals", "config_checks"}
+         "trailing_dims", "large_totals", "config_checks",
+         "float8"}
     )
     # impl.pack_thd also takes a jagged nested tensor (with or without gaps between the
     # sequences in its values buffer) and a flat values tensor with lengths= (R-IN-1).
@@ -132,6 +133,16 @@ class ImplTarget:
         tensors = [torch.from_numpy(np.ascontiguousarray(s)) for s in shards]
         return impl.unpack_thd(tensors, plan_from_meta(meta) if plan is None else plan,
                                impl.PackConfig(**config) if config_obj is None else config_obj)
+
+    def pack_float8(
+        self, bits: list[np.ndarray], dtype: str, config: Config, cp_rank: int, *,
+        pad_value: Any = 0,
+    ) -> tuple[np.ndarray, np.ndarray, Meta]:
+        """Capability `float8`: the uint8 arrays viewed as torch's float8 dtype `dtype`."""
+        parts = [torch.from_numpy(b).view(getattr(torch, dtype)) for b in bits]
+        rows, pos, plan = impl.pack_thd(parts, impl.PackConfig(**config), cp_rank,
+                                        pad_value=pad_value)
+        return rows.view(torch.uint8).numpy(), pos.numpy(), plain_meta(plan)
 
     def native_scalar(self, value: bool | int | float) -> Any:
         """Capability `native_scalars`: a 0-d torch tensor."""

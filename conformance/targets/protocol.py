@@ -77,6 +77,9 @@ CAPABILITIES: dict[str, str] = {
     "Python scalar, used as a config field or cp_rank (spec section 0: integers, bools)",
     "large_totals": "pack and unpack of a total of 2**25 rows (32 MiB of int8 over 2 ranks) "
     "takes seconds; a target that walks rows one by one (the reference) declines it",
+    "float8": "pack_float8(bits, dtype, config, cp_rank, *, pad_value) packs uint8 arrays viewed "
+    "as the implementation's float8 dtype `dtype` ('float8_e4m3fn', 'float8_e5m2'; NumPy has "
+    "none) and returns the rows viewed back as uint8 (R-IN-1: any dtype)",
 }
 
 # Features every target is assumed to have unless it names them in an optional `declines`
@@ -263,6 +266,18 @@ class ApiTypeMethods(Protocol):
         """unpack as `unpack` does, except that a non-None `plan` or `config_obj` is handed to
         the implementation unchanged in place of the plan built from `meta` or the config built
         from `config`."""
+        ...
+
+
+class Float8Methods(Protocol):
+    """Capability `float8`."""
+
+    def pack_float8(
+        self, bits: list[np.ndarray], dtype: str, config: Config, cp_rank: int, *,
+        pad_value: Any = 0,
+    ) -> tuple[np.ndarray, np.ndarray, Meta]:
+        """`pack` of the uint8 arrays `bits`, each viewed (not converted) as your float8 dtype
+        named `dtype`, with `pad_value` as given; the rows come back viewed as uint8."""
         ...
 
 
