@@ -60,16 +60,23 @@ def test_reject_config_flags(field: str, data: st.DataObject) -> None:
                  rules=by_class(*FIELD_RULES[field]), field=field)
 
 
-@pytest.mark.rules("R-ERR-8", "R-TOTAL-6")
-@pytest.mark.parametrize("config", [
+ABOVE_INT32 = [
     pytest.param({"bucket": 2**31}, marks=h.needs("bucket"), id="bucket-2^31"),
     pytest.param({"min_local_rows": 2**31}, marks=h.needs("min_local_rows"),
                  id="min_local_rows-2^31"),
     pytest.param({"cp_size": 2, "bucket": INT32_MAX}, marks=h.needs("bucket"),
                  id="cp2-bucket-int32max"),
+    # Alignments past int64 arithmetic: the sizes alone push the total beyond int32.
+    pytest.param({"tp_size": 2**62}, marks=h.needs("tensor_parallel"), id="tp-2^62"),
+    pytest.param({"tp_size": 2**31, "cp_size": 2**31}, marks=h.needs("tensor_parallel"),
+                 id="tp-cp-2^31"),
     pytest.param({"cp_size": 4, "tp_size": 2, "bucket": 2**30 + 1}, marks=h.needs("bucket"),
                  id="cp4-tp2-bucket-2^30+1"),
-])
+]
+
+
+@pytest.mark.rules("R-ERR-8", "R-TOTAL-6")
+@pytest.mark.parametrize("config", ABOVE_INT32)
 def test_reject_total_above_int32(config: dict[str, Any]) -> None:
     """A total above INT32_MAX is rejected with ValueError before any allocation (erratum E-8:
     int32 metadata would wrap). Not run on a target whose `max_rows` is below that total: a
@@ -77,6 +84,17 @@ def test_reject_total_above_int32(config: dict[str, Any]) -> None:
     h.require_rows(rows_bound([3], {**BASE_CONFIG, "cp_size": 1, **config}), "this total")
     compare_pack([np.arange(3, dtype=np.int8)], {**BASE_CONFIG, "cp_size": 1, **config},
                  rules={"R-ERR-8", "R-TOTAL-6"})
+
+
+@h.needs("plan")
+@pytest.mark.rules("R-ERR-8", "R-TOTAL-6")
+@pytest.mark.parametrize("config", ABOVE_INT32)
+def test_plan_rejects_total_above_int32(config: dict[str, Any]) -> None:
+    """The same totals through plan alone (no data): ValueError, never a wrapped total."""
+    full = {**BASE_CONFIG, "cp_size": 1, **config}
+    want = h.outcome(lambda: reference.plan_thd([5, 3], reference.PackConfig(**full)))
+    got = h.outcome(lambda: h.target().plan([5, 3], dict(full)))
+    h.check_same_rejection(want, got, f"plan([5, 3], {full})", {"R-ERR-8", "R-TOTAL-6"})
 
 
 @h.needs("native_scalars")
