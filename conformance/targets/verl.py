@@ -14,7 +14,6 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import logging
-import sys
 import types
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from . import _wheel
 from ._megatron_view import params_dict, thd_params, unpack_with_grad
 from .protocol import Config, Meta
 
@@ -105,19 +105,7 @@ def load_util() -> types.ModuleType:
     stubs["verl.utils.model"].CausalLMOutputForPPO = type(  # type: ignore[attr-defined]
         "CausalLMOutputForPPO", (), {}
     )
-    saved = {name: sys.modules.get(name) for name in _STUBS}
-    sys.modules.update(stubs)
-    try:
-        spec = importlib.util.spec_from_file_location("_thd_conformance_verl_util", path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        for name, old in saved.items():
-            if old is None:
-                sys.modules.pop(name, None)
-            else:
-                sys.modules[name] = old
+    module = _wheel.exec_file(path, "_thd_conformance_verl_util", stubs)
     module.logger = _OnceLogger(module.logger)  # type: ignore[attr-defined]
     return module
 
