@@ -25,15 +25,22 @@ def _met(value: bool | None) -> str:
     return "not measured" if value is None else ("met" if value else "not met")
 
 
-def render(report: dict[str, Any]) -> str:
-    meta = report["meta"]
-    out = [
+def _machine_lines(meta: dict[str, Any]) -> list[str]:
+    """When, where and on which commit a report was measured (both report kinds)."""
+    return [
         f"- date (UTC): {meta['date_utc']}; CPU: {meta['cpu']} ({meta['cores']} cores); torch "
         f"threads: {meta['torch_threads']}; load average (1 min) at start / end: "
         f"{meta.get('load_average_1m_at_start', float('nan')):.1f} / "
         f"{meta.get('load_average_1m_at_end', float('nan')):.1f}",
         f"- commit {meta.get('commit')} (last impl/ change {meta.get('impl_commit')}; "
         f"uncommitted in impl/ or bench/: {meta.get('impl_or_bench_uncommitted_changes')})",
+    ]
+
+
+def render(report: dict[str, Any]) -> str:
+    meta = report["meta"]
+    out = [
+        *_machine_lines(meta),
         f"- Python {meta['python']}, torch {meta['torch']}, numpy {meta['numpy']}, "
         f"verl {meta['verl']} ({meta['verl_note']})",
         f"- repeats: impl and floor {meta['repeats']['fast']} (after 1 warm-up); verl "
@@ -120,12 +127,7 @@ def render_busy(report: dict[str, Any]) -> str:
     """The busy-host report (`python -m bench.run --busy`): idle and busy side by side."""
     meta, setup = report["meta"], report["busy_setup"]
     out = [
-        f"- date (UTC): {meta['date_utc']}; CPU: {meta['cpu']} ({meta['cores']} cores); torch "
-        f"threads: {meta['torch_threads']}; load average (1 min) at start / end: "
-        f"{meta.get('load_average_1m_at_start', float('nan')):.1f} / "
-        f"{meta.get('load_average_1m_at_end', float('nan')):.1f}",
-        f"- commit {meta.get('commit')} (last impl/ change {meta.get('impl_commit')}; "
-        f"uncommitted in impl/ or bench/: {meta.get('impl_or_bench_uncommitted_changes')})",
+        *_machine_lines(meta),
         f"- Python {meta['python']}, torch {meta['torch']}, verl {meta['verl']} "
         f"({meta['verl_note']}); allocator: {meta.get('malloc')}",
         f"- busy = {setup['spinners']} spinning processes (one per core); "
