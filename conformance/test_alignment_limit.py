@@ -1,0 +1,45 @@
+"""Alignments at and past INT32_MAX (capability `plan`): an alignment of exactly INT32_MAX with
+one row gives the total INT32_MAX, which R-TOTAL-6 allows; an alignment past it is harmless
+while every sequence is empty (the total is 0); with a sequence of length 1 it is a total past
+INT32_MAX, rejected (R-ERR-8) however the target's fixed-width arithmetic would wrap it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import reference
+
+from . import harness as h
+
+CASES = [
+    ({"tp_size": 2**31 - 1}, [1]),
+    ({"tp_size": 2**31}, [0]),
+    ({"tp_size": 2**31, "cp_size": 2**31}, [1]),  # A = 2**63: int64 wraps to a total of 0
+]
+
+
+@pytest.mark.rules("R-TOTAL-4", "R-TOTAL-6", "R-ERR-8")
+@pytest.mark.parametrize("config,lengths", CASES, ids=["A-int32-max", "A-past-empty", "A-2pow63"])
+def test_plan_at_the_alignment_limit(config: dict[str, Any], lengths: list[int]) -> None:
+    """The plan's total is the reference's, or a ValueError where the reference rejects."""
+    h.require("plan", "zero_length")
+    what = f"plan({lengths}, config={config})"
+    try:
+        want: int | None = reference.plan_thd(lengths, reference.PackConfig(**config)).total
+    except ValueError:
+        want = None
+    try:
+        got = h.target().plan(lengths, dict(config))
+    except ValueError as exc:
+        if want is not None:
+            raise h.RuleViolation(f"{what}: total {want} is valid, rejected: {exc!r}",
+                                  {"R-TOTAL-4", "R-TOTAL-6"}) from exc
+        return
+    if want is None:
+        raise h.RuleViolation(f"{what}: the total is past INT32_MAX, accepted with total "
+                              f"{got['total']}", {"R-ERR-8"})
+    if int(got["total"]) != want:
+        raise h.RuleViolation(f"{what}: total {got['total']}, the spec's is {want}",
+                              {"R-TOTAL-4"})
