@@ -11,8 +11,6 @@ The real megatron-core's `PackedSeqParams` is used, so its feature set decides w
 
 from __future__ import annotations
 
-import importlib.metadata
-import importlib.util
 import logging
 import types
 from pathlib import Path
@@ -82,17 +80,8 @@ class _TorchWithLocalGather:
 
 
 def _locate_util() -> tuple[Path, str]:
-    try:
-        dist = importlib.metadata.distribution("verl")
-    except importlib.metadata.PackageNotFoundError:
-        raise RuntimeError(
-            "verl is not installed; `nox -s conformance -- --target verl` installs "
-            f"verl=={EXPECTED_VERSION} with --no-deps"
-        ) from None
-    path = Path(str(dist.locate_file(UTIL_PATH)))
-    if not path.is_file():
-        raise RuntimeError(f"verl {dist.version} has no {UTIL_PATH}")
-    return path, dist.version
+    return _wheel.locate("verl", UTIL_PATH, "`nox -s conformance -- --target verl` installs "
+                         f"verl=={EXPECTED_VERSION} with --no-deps")
 
 
 def load_util() -> types.ModuleType:
