@@ -410,7 +410,7 @@ def plan_stage(meta: dict[str, Any], plan: Any, config: dict[str, Any]
     padded = (np.asarray(meta["seqlens_padded"], dtype=np.int64) if "seqlens_padded" in meta
               else np.diff(cu))
     want_p = np.asarray(plan.seqlens_padded, dtype=np.int64)
-    a0, a = cfg.base_align, cfg.seq_align
+    a0, a = cfg.base_align, cfg.sequence_align
     for i in range(len(lengths) - 1):
         p, n = int(padded[i]), lengths[i]
         if p == int(want_p[i]):

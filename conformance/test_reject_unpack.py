@@ -103,7 +103,7 @@ def _forge(kind: str, seqlens: list[int], config: dict[str, Any], which: int) ->
     elif kind == "negative-seqlen":
         lengths[i] = -1
     elif kind == "padded-not-cu-steps":
-        padded[i] += cfg.seq_align  # cu_seqlens_padded and total keep the true steps
+        padded[i] += cfg.sequence_align  # cu_seqlens_padded and total keep the true steps
     elif kind == "short-padded":
         padded = padded[:-1]
     elif kind == "zigzag-misaligned":

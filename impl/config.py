@@ -99,7 +99,7 @@ class PackConfig:
         return self.tp_size * self.cp_size * f
 
     @property
-    def seq_align(self) -> int:
+    def sequence_align(self) -> int:
         """Per-sequence alignment `A` (R-ALIGN-2)."""
         a0 = self.base_align
         return math.lcm(16, a0) if self.fp8 else a0
@@ -112,7 +112,7 @@ class PackConfig:
     @property
     def total_modulus(self) -> int:
         """`M = lcm(A, bucket, F)` over the terms that are set (R-TOTAL-2)."""
-        m = self.seq_align
+        m = self.sequence_align
         if self.bucket is not None:
             m = math.lcm(m, self.bucket)
         f = self.fp8_total_align

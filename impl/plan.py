@@ -91,7 +91,7 @@ def plan_with_host(
 ) -> tuple[Plan, torch.Tensor, torch.Tensor]:
     """The plan from checked CPU int64 lengths, with its padded lengths and padded offsets also
     as CPU int64 (the row map's inputs) (R-ALIGN-3, R-TOTAL-1..6, R-META-1..5)."""
-    a = config.seq_align
+    a = config.sequence_align
     if a > INT32_MAX and bool((lengths > 0).any()):  # R-ERR-8, before int64 arithmetic wraps
         raise ValueError(f"total rows T exceed INT32_MAX={INT32_MAX}: a non-empty sequence "
                          f"pads to a multiple of the alignment A={a}")

@@ -37,7 +37,7 @@ class PackConfig:
         return alignment.base_alignment(self.tp_size, self.cp_size, self.cp_layout)
 
     @property
-    def seq_align(self) -> int:
+    def sequence_align(self) -> int:
         """R-ALIGN-2."""
         return alignment.sequence_alignment(self.base_align, self.fp8)
 
@@ -49,4 +49,4 @@ class PackConfig:
     @property
     def total_modulus(self) -> int:
         """R-TOTAL-2."""
-        return alignment.total_modulus(self.seq_align, self.bucket, self.fp8_total_align)
+        return alignment.total_modulus(self.sequence_align, self.bucket, self.fp8_total_align)

@@ -66,7 +66,7 @@ def plan_thd(seqlens: Any, config: PackConfig) -> Plan:
     lengths = _check_seqlens(seqlens)
 
     # R-ALIGN-3: per-sequence alignment.
-    padded = padded_lengths(lengths, config.seq_align)
+    padded = padded_lengths(lengths, config.sequence_align)
     # R-TOTAL-3, R-TOTAL-4: the total.
     total = total_length(padded, config.cp_size, config.min_local_rows, config.total_modulus)
     # R-TOTAL-6, R-ERR-8.

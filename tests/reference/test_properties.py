@@ -261,7 +261,7 @@ def test_config_alignments(cfg: Cfg) -> None:
     """R-IN-3, R-ALIGN-1, R-ALIGN-2, R-TOTAL-1, R-TOTAL-2: derived alignments of a PackConfig."""
     config = cfg.build()
     a0, a, f = spec_alignments(cfg)
-    assert config.seq_align == a
+    assert config.sequence_align == a
     assert config.fp8_total_align == f
     assert config.total_modulus == math.lcm(a, cfg.bucket or 1, f or 1)
     with pytest.raises(dataclasses.FrozenInstanceError):

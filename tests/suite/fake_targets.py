@@ -45,7 +45,7 @@ class TrailingSegmentTarget(ReferenceTarget):
              pad_value: Any = 0) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
         rows, pos, meta = super().pack(seqs, config, cp_rank, need_roll=need_roll,
                                        pad_value=pad_value)
-        align = reference.PackConfig(**config).seq_align
+        align = reference.PackConfig(**config).sequence_align
         own = [-(-int(n) // align) * align for n in meta["seqlens"]]
         padded = np.asarray([*own, meta["total"] - sum(own)], dtype=np.int32)
         meta["seqlens_padded"] = padded
