@@ -25,14 +25,18 @@ import torch.distributed as dist
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import impl  # noqa: E402
-from gpu_tests import harness as H  # noqa: E402
+from gpu_tests.cases import BF16_TOL, CONVENTIONS, QKV, make_qkv  # noqa: E402
+from gpu_tests.fallbacks import attn_meta  # noqa: E402
+from gpu_tests.fp32_reference import Result, as_fp32, assert_matches_reference, reference_result  # noqa: E402
+from gpu_tests.packed_run import run_packed  # noqa: E402
+from gpu_tests.te_attention import TEAttention, te_backend  # noqa: E402
 
 HEADS, HEAD_DIM = 4, 64
 LENGTHS = [0, 70, 1, 0, 33, 128, 5]
 
 
-def _make_te_cp(group: Any, world: int) -> H.TEAttention:
-    attn = H.TEAttention(HEADS, HEAD_DIM)
+def _make_te_cp(group: Any, world: int) -> TEAttention:
+    attn = TEAttention(HEADS, HEAD_DIM)
     setter = getattr(attn.module, "set_context_parallel_group", None)
     if setter is None:
         raise RuntimeError("DotProductAttention has no set_context_parallel_group")
@@ -52,15 +56,15 @@ def _gather(t: torch.Tensor, world: int) -> list[torch.Tensor]:
 
 
 def _cp_result(
-    qkv: H.QKV, cfg: Any, convention: str, rank: int, world: int, attn: H.TEAttention
-) -> H.Result:
+    qkv: QKV, cfg: Any, convention: str, rank: int, world: int, attn: TEAttention
+) -> Result:
     """CP forward/backward on this rank's shard; every rank returns the unpacked full result."""
     q, _, plan = impl.pack_thd(qkv.q, cfg, rank)
     k, _, _ = impl.pack_thd(qkv.k, cfg, rank)
     v, _, _ = impl.pack_thd(qkv.v, cfg, rank)
     dout, _, _ = impl.pack_thd(qkv.dout, cfg, rank)
     q, k, v, dout = (t.cuda() for t in (q, k, v, dout))
-    meta = H.attn_meta(plan, convention, "cuda")  # global metadata, as TE expects with CP
+    meta = attn_meta(plan, convention, "cuda")  # global metadata, as TE expects with CP
     q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
     out = attn(q, k, v, meta)
     out.backward(dout)
@@ -68,7 +72,7 @@ def _cp_result(
     fields = {}
     for name, t in (("out", out.detach()), ("dq", q.grad), ("dk", k.grad), ("dv", v.grad)):
         fields[name] = impl.unpack_thd(_gather(t, world), plan, cfg)
-    return H.Result(**fields)
+    return Result(**fields)
 
 
 def main() -> int:
@@ -82,27 +86,27 @@ def main() -> int:
     verdict: dict[str, Any] = {"world": world, "lengths": LENGTHS, "cases": {}}
     ok = True
     try:
-        qkv = H.make_qkv(LENGTHS, HEADS, HEAD_DIM, seed=17, device="cuda")
-        ref = H.reference_result(qkv)
+        qkv = make_qkv(LENGTHS, HEADS, HEAD_DIM, seed=17, device="cuda")
+        ref = reference_result(qkv)
         cp_attn = _make_te_cp(dist.new_group(list(range(world))), world)
-        single_attn = H.TEAttention(HEADS, HEAD_DIM)
-        for convention in H.CONVENTIONS:
+        single_attn = TEAttention(HEADS, HEAD_DIM)
+        for convention in CONVENTIONS:
             for bucket in (None, 1024):
                 name = f"{convention}/bucket={bucket}"
                 cfg = impl.PackConfig(cp_size=world, cp_layout="zigzag", bucket=bucket)
-                with H.te_backend("auto"):
+                with te_backend("auto"):
                     got = _cp_result(qkv, cfg, convention, rank, world, cp_attn)
                     if rank == 0:
-                        single = H.run_packed(
+                        single = run_packed(
                             impl, qkv, impl.PackConfig(bucket=bucket), convention, single_attn
                         ).real
                 if rank != 0:
                     continue
                 try:
-                    one_gpu = H.as_fp32(single)
-                    H.assert_matches_reference(got, one_gpu, H.BF16_TOL, f"cp vs single {name}")
-                    H.assert_matches_reference(got, ref, H.BF16_TOL, f"cp vs fp32 {name}")
-                    H.assert_matches_reference(single, ref, H.BF16_TOL, f"single vs fp32 {name}")
+                    one_gpu = as_fp32(single)
+                    assert_matches_reference(got, one_gpu, BF16_TOL, f"cp vs single {name}")
+                    assert_matches_reference(got, ref, BF16_TOL, f"cp vs fp32 {name}")
+                    assert_matches_reference(single, ref, BF16_TOL, f"single vs fp32 {name}")
                     err = max(
                         (a.float() - b).abs().max().item()
                         for a, b in zip(got.out, ref.out, strict=True)

@@ -23,14 +23,25 @@ import pytest
 torch = pytest.importorskip("torch", reason="torch is not importable")
 
 import impl  # noqa: E402
-from gpu_tests import harness as H  # noqa: E402
+from gpu_tests.cases import BF16_TOL, CONVENTIONS, Tol, all_batches, make_qkv  # noqa: E402
+from gpu_tests.fallbacks import AttnFn, sdpa_per_sequence, varlen_packed, varlen_unavailable_reason  # noqa: E402
+from gpu_tests.fp32_reference import (  # noqa: E402
+    FIELDS,
+    as_fp32,
+    assert_identical,
+    assert_matches_reference,
+    identical_fields,
+    reference_result,
+)
+from gpu_tests.packed_run import pad_row_mask, run_packed  # noqa: E402
+from gpu_tests.te_attention import TEAttention, te_backend  # noqa: E402
 
 HEADS, HEAD_DIM = 4, 64
 BUCKET = 256
 CONFIGS: dict[str, dict[str, Any]] = {"tp1": {}, "tp2-fp8": {"tp_size": 2, "fp8": True}}
-BATCHES = H.all_batches()
+BATCHES = all_batches()
 # Bucket on vs off where bit-identity is not guaranteed: well inside the reference tolerance.
-NEAR_TOL = H.Tol(atol=1e-2, rtol=1e-2)
+NEAR_TOL = Tol(atol=1e-2, rtol=1e-2)
 
 BACKENDS = [
     "sdpa",
@@ -60,7 +71,7 @@ def _deterministic() -> Iterator[None]:
         torch.use_deterministic_algorithms(old, warn_only=old_warn)
 
 
-def _attention(backend: str) -> tuple[H.AttnFn, Any]:
+def _attention(backend: str) -> tuple[AttnFn, Any]:
     """(attention callable, context to run it in) for a backend name.
 
     The torch fallbacks run deterministically (flash backward without atomics). TE runs with its
@@ -73,17 +84,17 @@ def _attention(backend: str) -> tuple[H.AttnFn, Any]:
         ctx = contextlib.ExitStack()
         ctx.enter_context(sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.MATH]))
         ctx.enter_context(_deterministic())
-        return H.sdpa_per_sequence, ctx
+        return sdpa_per_sequence, ctx
     if backend == "varlen":
-        reason = H.varlen_unavailable_reason()
+        reason = varlen_unavailable_reason()
         if reason:
             pytest.skip(reason)
-        return H.varlen_packed, _deterministic()
+        return varlen_packed, _deterministic()
     # Enter the backend switch before building the module: older TE reads NVTE_* at __init__.
     ctx = contextlib.ExitStack()
-    ctx.enter_context(H.te_backend(backend.removeprefix("te-")))
+    ctx.enter_context(te_backend(backend.removeprefix("te-")))
     try:
-        return H.TEAttention(HEADS, HEAD_DIM), ctx
+        return TEAttention(HEADS, HEAD_DIM), ctx
     except BaseException:
         ctx.close()
         raise
@@ -111,7 +122,7 @@ def _bit_identity_guaranteed(backend: str, convention: str) -> bool:
     "R-MEG-1",
 )
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("convention", H.CONVENTIONS)
+@pytest.mark.parametrize("convention", CONVENTIONS)
 @pytest.mark.parametrize("config", list(CONFIGS))
 @pytest.mark.parametrize("batch", list(BATCHES))
 def test_packed_attention_matches_fp32_reference(
@@ -121,43 +132,43 @@ def test_packed_attention_matches_fp32_reference(
     pad rows zero where promised; bucket on and off identical on real tokens (bit for bit where
     the kernel's arguments are the same, else within NEAR_TOL, with bit-identity reported)."""
     lengths = BATCHES[batch]
-    qkv = H.make_qkv(lengths, HEADS, HEAD_DIM, seed=zlib.crc32(batch.encode()), device="cuda")
-    ref = H.reference_result(qkv)
+    qkv = make_qkv(lengths, HEADS, HEAD_DIM, seed=zlib.crc32(batch.encode()), device="cuda")
+    ref = reference_result(qkv)
     attn, ctx = _attention(backend)
     runs = []
     with ctx:
         for bucket in (None, BUCKET):
             cfg = impl.PackConfig(**CONFIGS[config], bucket=bucket)
             what = f"{backend}/{convention}/{config}/bucket={bucket}/{batch}={lengths}"
-            run = H.run_packed(impl, qkv, cfg, convention, attn)
-            H.assert_matches_reference(run.real, ref, H.BF16_TOL, what)
+            run = run_packed(impl, qkv, cfg, convention, attn)
+            assert_matches_reference(run.real, ref, BF16_TOL, what)
             if _zero_pad_output_promised(backend, convention):
-                pad = H.pad_row_mask(run.plan, "cuda")
+                pad = pad_row_mask(run.plan, "cuda")
                 assert (run.out[pad] == 0).all(), f"{what}: nonzero output on pad rows"
             runs.append(run)
     assert int(runs[1].plan.total) % BUCKET == 0
     what = f"{backend}/{convention}/{config}/{batch}: bucket on vs off"
-    same = H.identical_fields(runs[0].real, runs[1].real)
+    same = identical_fields(runs[0].real, runs[1].real)
     tally = gpu_report.setdefault(f"bucket_bit_identical[{backend}/{convention}]", {})
     tally["cases"] = tally.get("cases", 0) + 1
-    for name in H.FIELDS:
+    for name in FIELDS:
         tally[name] = tally.get(name, 0) + (name in same)
     if _bit_identity_guaranteed(backend, convention):
-        H.assert_identical(runs[0].real, runs[1].real, what)
+        assert_identical(runs[0].real, runs[1].real, what)
     else:
-        H.assert_matches_reference(runs[1].real, H.as_fp32(runs[0].real), NEAR_TOL, what)
+        assert_matches_reference(runs[1].real, as_fp32(runs[0].real), NEAR_TOL, what)
 
 
 @pytest.mark.te
-@pytest.mark.parametrize("convention", H.CONVENTIONS)
+@pytest.mark.parametrize("convention", CONVENTIONS)
 def test_te_agrees_with_torch_fallback(convention: str) -> None:
     """TE and the torch fallback agree with each other on the same pack (catches a shared
     misreading of the metadata that a looser reference comparison could hide)."""
-    qkv = H.make_qkv(BATCHES["mixed"], HEADS, HEAD_DIM, seed=5, device="cuda")
+    qkv = make_qkv(BATCHES["mixed"], HEADS, HEAD_DIM, seed=5, device="cuda")
     cfg = impl.PackConfig(tp_size=2, fp8=True, bucket=BUCKET)
-    with H.te_backend("auto"):
-        te_attn = H.TEAttention(HEADS, HEAD_DIM)
-        te_run = H.run_packed(impl, qkv, cfg, convention, te_attn)
-    fb_run = H.run_packed(impl, qkv, cfg, convention, H.sdpa_per_sequence)
+    with te_backend("auto"):
+        te_attn = TEAttention(HEADS, HEAD_DIM)
+        te_run = run_packed(impl, qkv, cfg, convention, te_attn)
+    fb_run = run_packed(impl, qkv, cfg, convention, sdpa_per_sequence)
     what = f"te vs sdpa/{convention}"
-    H.assert_matches_reference(te_run.real, H.as_fp32(fb_run.real), H.BF16_TOL, what)
+    assert_matches_reference(te_run.real, as_fp32(fb_run.real), BF16_TOL, what)

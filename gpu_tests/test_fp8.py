@@ -18,7 +18,8 @@ import pytest
 torch = pytest.importorskip("torch", reason="torch is not importable")
 
 import impl  # noqa: E402
-from gpu_tests import harness as H  # noqa: E402
+from gpu_tests.fp32_reference import exact_fp32  # noqa: E402
+from gpu_tests.te_attention import import_te  # noqa: E402
 
 pytestmark = pytest.mark.te
 
@@ -34,7 +35,7 @@ FP8_CONFIGS: dict[str, dict[str, Any]] = {
 
 
 def _te() -> Any:
-    te, why = H.import_te()
+    te, why = import_te()
     if te is None:
         pytest.skip(why or "transformer_engine unavailable")
     return te
@@ -110,7 +111,7 @@ def test_fp8_linear_accepts_packed_rows(config: str, gpu_report: dict[str, Any])
                 for _ in range(3):  # let a delayed-scaling recipe settle its scales
                     with _fp8_autocast(te):
                         y = lin(piece)
-            with H.exact_fp32():
+            with exact_fp32():
                 want = piece.float() @ w.T + b
             rel = ((y.float() - want).norm() / want.norm()).item()
             worst = max(worst, rel)

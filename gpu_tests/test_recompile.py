@@ -17,10 +17,10 @@ import pytest
 torch = pytest.importorskip("torch", reason="torch is not importable")
 
 import impl  # noqa: E402
-from gpu_tests import harness as H  # noqa: E402
+from gpu_tests.compile_check import PackedBlock, compile_stream, stream_batches  # noqa: E402
 
 BUCKET = 512
-STREAM = H.stream_batches(seed=3, count=8, max_len=300)
+STREAM = stream_batches(seed=3, count=8, max_len=300)
 
 
 @pytest.mark.rules("R-TOTAL-4", "R-TOTAL-5")
@@ -28,9 +28,9 @@ def test_bucket_bounds_recompiles(gpu_report: dict[str, Any]) -> None:
     """With the bucket: no more graphs than distinct bucketed totals; without: one per total."""
     backend = os.environ.get("GPU_TESTS_COMPILE_BACKEND", "inductor")
     torch.manual_seed(0)
-    block = H.PackedBlock(hidden=64, heads=4).cuda()
-    plain = H.compile_stream(impl, block, STREAM, impl.PackConfig(), backend=backend, device="cuda")
-    bucketed = H.compile_stream(
+    block = PackedBlock(hidden=64, heads=4).cuda()
+    plain = compile_stream(impl, block, STREAM, impl.PackConfig(), backend=backend, device="cuda")
+    bucketed = compile_stream(
         impl, block, STREAM, impl.PackConfig(bucket=BUCKET), backend=backend, device="cuda"
     )
     counts = {
