@@ -17,8 +17,8 @@ from hypothesis import assume, settings
 
 import reference
 
-from .strategies import PackCase, declined
-from .targets.protocol import BASE_FEATURES, CAPABILITIES
+from .strategies import PackCase, declined, unknown_fields
+from .targets.protocol import BASE_FEATURES, CAPABILITIES, declared_capabilities
 from .verdicts import RuleViolation as RuleViolation  # re-exported: tests raise h.RuleViolation
 from .verdicts import TargetError as TargetError
 
@@ -41,9 +41,9 @@ def target_spec() -> str:
 
 
 def caps() -> frozenset[str]:
-    """The declared capabilities plus the base features the target does not decline."""
-    declines = frozenset(getattr(target(), "declines", ()) or ())
-    return frozenset(target().capabilities) | (frozenset(BASE_FEATURES) - declines)
+    """The declared capabilities, the base features the target does not decline, and its fixed
+    convention (protocol.declared_capabilities)."""
+    return declared_capabilities(target())
 
 
 # A skip for a feature the target does not declare starts with this; the report lists such
@@ -103,6 +103,18 @@ def declined_by(config: dict[str, Any] | None = None, lengths: Any = None,
     if not (type(pad_value) is int and pad_value == 0) and "pad_value" not in caps():
         out.append("pad_value")
     return out
+
+
+def require_config(config: dict[str, Any], *, lengths: Any = None, trail: tuple[int, ...] = (),
+                   need_roll: bool = False, pad_value: Any = 0) -> None:
+    """Skip the calling test as declined where the target does not support a config written
+    once for every target, whose absent fields are the spec's defaults (a worked example, a
+    golden vector): a feature or convention value it does not declare (a target with a fixed
+    convention declines the default it does not pack with), or an invalid value of a convention
+    field it does not implement at all (it cannot be asked to reject what it does not know).
+    Outside hypothesis; inside a @given test with @example use `assume_declared`."""
+    require(*declined_by(config=config, lengths=lengths, trail=trail, need_roll=need_roll,
+                         pad_value=pad_value), *unknown_fields(caps(), config))
 
 
 def assume_declared(case: PackCase | None = None, **kwargs: Any) -> None:

@@ -14,8 +14,10 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
-import reference
 from spec.vectors.generate import canonical_batch
+
+from . import requirements as req
+from .targets.protocol import CONVENTION_DEFAULTS, CONVENTION_VALUES, FP8_RECIPES
 
 INT32_MAX = 2**31 - 1
 
@@ -103,7 +105,58 @@ min_local_rows_values = st.one_of(st.none(), st.integers(1, 40), st.integers(1, 
 
 
 # Features a config may draw, each behind the capability of the same name (protocol.CAPABILITIES).
-CONFIG_FEATURES = ("fp8", "bucket", "min_local_rows")
+CONFIG_FEATURES = ("bucket", "min_local_rows")
+# max_num_seqs as drawn by `configs`: above any batch the strategies draw (64 sequences, plus the
+# padding segment), so every config is valid with every batch; `pack_cases` and `fit_static`
+# then bring it down to the batch (B, B + 1 under tail='segment', plus a little slack).
+SAFE_MAX_NUM_SEQS = 66
+
+
+def _supported(field_values: dict[Any, str | None], has: Any) -> list[Any]:
+    return [value for value, cap in field_values.items() if cap is None or has(cap)]
+
+
+def fp8_values(caps: frozenset[str] | None, *, with_false: bool = True) -> list[Any]:
+    """The fp8 settings a target supports: False, True (capability `fp8`), the recipe names
+    (capability `fp8_recipes`)."""
+    has = (lambda cap: True) if caps is None else caps.__contains__
+    out: list[Any] = [False] if with_false else []
+    if has("fp8"):
+        out.append(True)
+    if has("fp8_recipes"):
+        out.extend(FP8_RECIPES)
+    return out
+
+
+def fp8_strategy(caps: frozenset[str] | None) -> st.SearchStrategy[Any]:
+    """fp8 on: True or a recipe, whichever the target supports (a test of FP8 itself)."""
+    values = fp8_values(caps, with_false=False)
+    return st.sampled_from(values) if values else st.just(False)
+
+
+@st.composite
+def conventions(draw: st.DrawFn, *, caps: frozenset[str] | None = None,
+                tail: st.SearchStrategy[str] | None = None,
+                seq_align: st.SearchStrategy[str] | None = None,
+                static: bool | None = None) -> dict[str, Any]:
+    """The convention fields (spec 1.1) among the values the target supports. A field whose only
+    supported value is the spec default is left out (a target of spec 1.0 sees the config it
+    always saw); one the target packs in a fixed non-default way is always named."""
+    has = (lambda cap: True) if caps is None else caps.__contains__
+    out: dict[str, Any] = {}
+    for key, given in (("tail", tail), ("seq_align", seq_align)):
+        values = _supported(CONVENTION_VALUES[key], has)
+        if values == [CONVENTION_DEFAULTS[key]] or not values:
+            continue
+        value = draw(given) if given is not None else draw(st.sampled_from(values))
+        if value in values:
+            out[key] = value
+    if has("static_metadata") and static is not False:
+        mns = draw(st.just(SAFE_MAX_NUM_SEQS) if static else
+                   st.sampled_from([None, SAFE_MAX_NUM_SEQS]))
+        out["max_num_seqs"] = mns
+        out["max_seqlen"] = draw(st.sampled_from(["exact", "total"]))
+    return out
 
 
 @st.composite
@@ -112,18 +165,23 @@ def configs(
     *,
     caps: frozenset[str] | None = None,
     contiguous_cp: bool | None = None,
-    fp8: st.SearchStrategy[bool] | None = None,
+    fp8: st.SearchStrategy[Any] | None = None,
     bucket: st.SearchStrategy[int | None] | None = None,
     min_local_rows: st.SearchStrategy[int | None] | None = None,
     tp: st.SearchStrategy[int] | None = None,
     cp: st.SearchStrategy[int] | None = None,
+    tail: st.SearchStrategy[str] | None = None,
+    seq_align: st.SearchStrategy[str] | None = None,
+    static: bool | None = None,
 ) -> dict[str, Any]:
     """PackConfig keyword arguments.
 
     `caps` is the target's capability set: a feature it does not declare (`fp8`, `bucket`,
-    `min_local_rows`, `contiguous` at cp_size > 1) is never drawn, even where a strategy for it
-    is passed, so a declined feature can never fail a test. `caps=None` draws every feature.
-    `contiguous_cp=False` keeps cp_size > 1 on zigzag; cp_size 1 still draws both layouts."""
+    `min_local_rows`, `contiguous` at cp_size > 1, a convention value) is never drawn, even where
+    a strategy for it is passed, so a declined feature can never fail a test. `caps=None` draws
+    every feature. `contiguous_cp=False` keeps cp_size > 1 on zigzag; cp_size 1 still draws both
+    layouts. `static` (capability `static_metadata`): True always sets max_num_seqs (then
+    SAFE_MAX_NUM_SEQS, see `fit_static`), False never, None either."""
     has = (lambda cap: True) if caps is None else caps.__contains__
     if contiguous_cp is None:
         contiguous_cp = True
@@ -139,12 +197,13 @@ def configs(
         "tp_size": tp_size,
         "cp_size": cp_size,
         "cp_layout": draw(st.sampled_from(layouts)),
-        "fp8": draw(fp8 if fp8 is not None else st.booleans()) if has("fp8") else False,
+        "fp8": _draw_fp8(draw, fp8, caps),
         "bucket": draw(bucket if bucket is not None else buckets) if has("bucket") else None,
         "min_local_rows": draw(
             min_local_rows if min_local_rows is not None else min_local_rows_values
         ) if has("min_local_rows") else None,
     }
+    out.update(draw(conventions(caps=caps, tail=tail, seq_align=seq_align, static=static)))
     # Keep the packed buffer small enough for the literal reference: a bucket coprime to the
     # FP8 total alignment can make the modulus millions of rows (still checked, without data,
     # by the plan-only test). Dropping the bucket keeps the rest of the draw.
@@ -153,12 +212,82 @@ def configs(
     return out
 
 
+def _draw_fp8(draw: st.DrawFn, given: st.SearchStrategy[Any] | None,
+              caps: frozenset[str] | None) -> Any:
+    """fp8 among the supported settings: `given` where passed (a value the target does not
+    support becomes False), else False or True half the time, a recipe the other half."""
+    values = fp8_values(caps)
+    if given is not None:
+        value = draw(given)
+        return value if value in values else False
+    if len(values) == 1:
+        return False
+    recipes = [v for v in values if isinstance(v, str)]
+    plain = [v for v in values if not isinstance(v, str)]
+    return draw(st.one_of(st.sampled_from(plain), st.sampled_from(recipes)) if recipes
+                else st.sampled_from(plain))
+
+
+def fit_static(config: dict[str, Any], b: int, slack: int = 0) -> dict[str, Any]:
+    """The config with max_num_seqs (where set) brought down to batch size `b`: B + slack, plus
+    the entry R-ERR-13 reserves for the padding segment under tail='segment'."""
+    if config.get("max_num_seqs") is None:
+        return config
+    reserve = 1 if config.get("tail", "last") == "segment" else 0
+    return {**config, "max_num_seqs": b + reserve + slack}
+
+
+def convention_declined(caps: frozenset[str], config: dict[str, Any]) -> list[str]:
+    """The capabilities (or base features) the config's convention fields need that `caps`
+    lacks; values outside a field's value set are left to the rejection tests."""
+    out = []
+    fp8 = config.get("fp8", False)
+    if isinstance(fp8, str):
+        if fp8 in FP8_RECIPES and "fp8_recipes" not in caps:
+            out.append("fp8_recipes")
+    elif fp8 not in (None, False) and "fp8" not in caps:
+        out.append("fp8")
+    for key, values in CONVENTION_VALUES.items():
+        value = config.get(key, CONVENTION_DEFAULTS[key])
+        if not isinstance(value, str) or not _supported(values, caps.__contains__):
+            continue  # no value of the field at all: a capability set written before 1.1
+        cap = values.get(value)
+        if cap is not None and cap not in caps:
+            out.append(cap)
+    mns = config.get("max_num_seqs")
+    if mns is not None and "static_metadata" not in caps and "static_metadata" not in out:
+        out.append("static_metadata")
+    return out
+
+
+def unknown_fields(caps: frozenset[str], config: dict[str, Any]) -> list[str]:
+    """For a config with an invalid value on purpose: the convention fields it sets that the
+    target does not implement at all (no value beyond the default, and not a fixed one), as the
+    capability that would implement them. Such a target cannot be asked to reject the value."""
+    out = []
+    for key, values in CONVENTION_VALUES.items():
+        if key in config and config[key] not in values:
+            caps_of = [cap for cap in values.values() if cap is not None]
+            implements = any(cap in caps for v, cap in values.items()
+                             if cap is not None and v != CONVENTION_DEFAULTS[key])
+            if not implements:
+                out.append(caps_of[-1])
+    fp8 = config.get("fp8", False)
+    if isinstance(fp8, str) and fp8 not in FP8_RECIPES and "fp8_recipes" not in caps:
+        out.append("fp8_recipes")
+    if "max_num_seqs" in config and config["max_num_seqs"] is not None \
+            and "static_metadata" not in caps:
+        out.append("static_metadata")
+    return sorted(set(out))
+
+
 def declined(caps: frozenset[str], config: dict[str, Any] | None = None,
              lengths: Any = None, trail: tuple[int, ...] = ()) -> list[str]:
     """The capabilities a case uses that `caps` does not declare (pinned @examples are written
-    once for every target; a target that declines one of their features does not run them)."""
-    out = []
+    once for every target; a target that declines one of their features does not run them).
+    A convention field the config leaves out is the spec's default."""
     config = config or {}
+    out = convention_declined(caps, config)
     for feature in CONFIG_FEATURES:
         if config.get(feature) not in (None, False) and feature not in caps:
             out.append(feature)
@@ -180,16 +309,7 @@ def declined(caps: frozenset[str], config: dict[str, Any] | None = None,
 def rows_bound(seqlens: Any, config: dict[str, Any]) -> int:
     """An upper bound on the rows a packer builds for these lengths and config (the spec's
     formulas without the INT32_MAX check), to keep a test within a target's `max_rows`."""
-    tp, cp = int(config.get("tp_size", 1)), int(config.get("cp_size", 1))
-    a0 = tp * cp * (2 if config.get("cp_layout", "zigzag") == "zigzag" and cp > 1 else 1)
-    fp8 = bool(config.get("fp8"))
-    a = math.lcm(16, a0) if fp8 else a0
-    m = math.lcm(a, int(config["bucket"])) if config.get("bucket") else a
-    if fp8:
-        m = math.lcm(m, 128 * a0)
-    s = sum(-(-int(n) // a) * a for n in seqlens)
-    mlr = config.get("min_local_rows")
-    return max(s, cp * int(mlr) if mlr else 0) + m
+    return req.lower_bound(seqlens, config) + req.total_modulus(config)
 
 
 MAX_MODULUS = 1 << 13
@@ -197,8 +317,8 @@ MAX_MODULUS = 1 << 13
 
 def total_modulus(config: dict[str, Any]) -> int:
     """M of R-TOTAL-2 for a valid config (used only to bound case sizes, never as an expected
-    value), from the reference's arithmetic rather than a second copy of it."""
-    return reference.PackConfig(**config).total_modulus
+    value)."""
+    return req.total_modulus(config)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -269,6 +389,8 @@ def pack_cases(draw: st.DrawFn, *, caps: frozenset[str], need_roll: bool | None 
     batch follow `caps` too (pass `configs(caps=...)` / `batches(caps=...)` when overriding)."""
     cfg = draw(config if config is not None else configs(caps=caps))
     b = draw(batch if batch is not None else batches(caps=caps))
+    if cfg.get("max_num_seqs") is not None:
+        cfg = fit_static(cfg, len(b.lengths), draw(st.sampled_from([0, 0, 1, 2, 5])))
     if need_roll is None:
         roll = draw(st.booleans()) if "need_roll" in caps else False
     else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .protocol import BASE_FEATURES, CAPABILITIES, Target
+from .protocol import BASE_FEATURES, CAPABILITIES, Target, convention_of
 
 BUILTIN = {
     "impl": "conformance.targets.impl:make_target",
@@ -53,6 +53,10 @@ def load_target(spec: str) -> Any:
     unknown = set(getattr(obj, "declines", ()) or ()) - set(BASE_FEATURES)
     if unknown:
         raise TargetLoadError(f"target {spec!r} declines unknown base features {sorted(unknown)}")
+    try:
+        convention_of(obj)
+    except ValueError as exc:
+        raise TargetLoadError(f"target {spec!r}: {exc}") from exc
     if not isinstance(obj, Target):
         raise TargetLoadError(f"target {spec!r} does not follow the protocol")
     return obj

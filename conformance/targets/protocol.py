@@ -13,14 +13,16 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 # A PackConfig as plain keyword arguments: tp_size, cp_size, cp_layout, fp8, bucket,
-# min_local_rows (spec R-IN-3). Invalid values are passed through on purpose: the adapter must
+# min_local_rows, and the convention fields tail, seq_align, max_num_seqs, max_seqlen (spec
+# R-IN-3; see CONVENTION_VALUES). Invalid values are passed through on purpose: the adapter must
 # hand them to its implementation unchanged, so that rejection tests reach its validation.
 Config = dict[str, Any]
 
 # The plan as plain data: keys seqlens, seqlens_padded, cu_seqlens, cu_seqlens_padded (NumPy
-# arrays in the dtype the implementation produced), max_seqlen, total, local_rows (as the
-# implementation returned them; the spec wants Python ints). A target that does not produce a
-# field (verl has no real-boundary cu_seqlens) leaves the key out; the suite then cannot check it.
+# arrays in the dtype the implementation produced), max_seqlen, total, local_rows, num_seqs (B,
+# spec 1.1; as the implementation returned them; the spec wants Python ints). A target that
+# does not produce a field (verl has no real-boundary cu_seqlens) leaves the key out; the
+# suite then cannot check it.
 Meta = dict[str, Any]
 
 # Optional features. The strategies never draw a feature the target does not declare, and a
@@ -80,6 +82,16 @@ CAPABILITIES: dict[str, str] = {
     "float8": "pack_float8(bits, dtype, config, cp_rank, *, pad_value) packs uint8 arrays viewed "
     "as the implementation's float8 dtype `dtype` ('float8_e4m3fn', 'float8_e5m2'; NumPy has "
     "none) and returns the rows viewed back as uint8 (R-IN-1: any dtype)",
+    # Conventions (spec 1.1): the values of the convention fields beyond the spec's defaults.
+    "tail_segment": "config tail='segment': the total padding T - S as its own padding-only "
+    "segment at index B, position ids from 0 (R-TAIL-1, R-TAIL-2)",
+    "seq_align_cp": "config seq_align='cp': each sequence aligned to cp * f only, tp on the total "
+    "(R-ALIGN-5, R-TOTAL-2)",
+    "fp8_recipes": "config fp8='tensor' | 'mxfp8' | 'block' | 'nvfp4': the recipe's total "
+    "alignment tp * cp * q, no per-sequence FP8 alignment (R-FP8-1, R-TOTAL-1, R-ALIGN-2); "
+    "fp8=True is capability `fp8`",
+    "static_metadata": "config max_num_seqs=N (N segments, zero-length entries past the real "
+    "content) and max_seqlen='total' (plan.max_seqlen = T) (R-STATIC-1..3, R-ERR-13)",
 }
 
 # Features every target is assumed to have unless it names them in an optional `declines`
@@ -89,7 +101,34 @@ CAPABILITIES: dict[str, str] = {
 BASE_FEATURES: dict[str, str] = {
     "tensor_parallel": "tp_size > 1 is drawn (tp in the alignment, sequence parallelism)",
     "zigzag": "cp_layout='zigzag' with cp_size > 1 (TE's load-balanced THD sharding)",
+    "tail_last": "config tail='last' (the spec's default): the total padding onto the last "
+    "sequence (R-TOTAL-5)",
+    "seq_align_tp_cp": "config seq_align='tp_cp' (the spec's default): each sequence aligned to "
+    "A0 = tp * cp * f (R-ALIGN-1, R-ALIGN-5)",
 }
+
+# The convention fields of PackConfig (spec 1.1) and, for each valid value, the capability or
+# base feature a target needs for it (None: every target has it). A target declares what it
+# packs with in one of two ways, both reaching the same capability set:
+# - capabilities (`tail_segment`, `seq_align_cp`, `fp8_recipes`, `static_metadata`) for values
+#   it supports beside the defaults, and `declines` (`tail_last`, `seq_align_tp_cp`) for
+#   defaults it does not support;
+# - `convention`, an optional dict of the fields it always packs with, whatever the config says
+#   (verl's FSDP path: {"tail": "segment"}; megatron-core: {"seq_align": "cp"}): each value is
+#   then its only one (the capability added, the default declined).
+# The strategies draw only supported values; a config that leaves a field out means the
+# target's fixed value where it has one (the suite fills it in for the target and the
+# reference alike), else the spec default. So the differential tier compares a target with the
+# reference under the target's own convention, and only real differences remain.
+CONVENTION_DEFAULTS: dict[str, Any] = {
+    "tail": "last", "seq_align": "tp_cp", "max_num_seqs": None, "max_seqlen": "exact",
+}
+CONVENTION_VALUES: dict[str, dict[Any, str | None]] = {
+    "tail": {"last": "tail_last", "segment": "tail_segment"},
+    "seq_align": {"tp_cp": "seq_align_tp_cp", "cp": "seq_align_cp"},
+    "max_seqlen": {"exact": None, "total": "static_metadata"},
+}
+FP8_RECIPES = ("tensor", "mxfp8", "block", "nvfp4")
 
 
 @runtime_checkable
@@ -101,7 +140,9 @@ class Target(Protocol):
     `description` is one line for the header. Optional attributes: `max_rows` (int or None, the
     default: no limit): tests whose packed total would exceed it are not run (the int32-limit
     tests build totals of 2**31 rows); `skip_reasons` (capability -> why it is declined);
-    `cost` (float > 1 scales the example count down for slow targets).
+    `cost` (float > 1 scales the example count down for slow targets); `declines` (base
+    features it lacks); `convention` (the convention fields it always packs with, see
+    CONVENTION_VALUES).
 
     Conversion rules (both directions):
     - In `pack`, convert every element of `seqs` that is a `np.ndarray` without copying where
@@ -297,6 +338,38 @@ def plain_meta(plan: Any) -> Meta:
     for key in ("seqlens", "seqlens_padded", "cu_seqlens", "cu_seqlens_padded"):
         value = getattr(plan, key)
         meta[key] = value.numpy() if hasattr(value, "numpy") else np.asarray(value)
-    for key in ("max_seqlen", "total", "local_rows"):
-        meta[key] = getattr(plan, key)
+    for key in ("max_seqlen", "total", "local_rows", "num_seqs"):
+        if hasattr(plan, key):  # num_seqs: spec 1.1 (R-META-7)
+            meta[key] = getattr(plan, key)
     return meta
+
+
+def convention_of(target: Any) -> dict[str, Any]:
+    """The target's fixed `convention` (empty where it has none), checked against
+    CONVENTION_VALUES: only `tail` and `seq_align` can be fixed (ValueError otherwise)."""
+    conv = dict(getattr(target, "convention", None) or {})
+    for key, value in conv.items():
+        if key not in ("tail", "seq_align") or value not in CONVENTION_VALUES[key]:
+            raise ValueError(f"convention {key}={value!r}: a fixed convention names tail "
+                             f"{list(CONVENTION_VALUES['tail'])} or seq_align "
+                             f"{list(CONVENTION_VALUES['seq_align'])}")
+    return conv
+
+
+def declared_capabilities(target: Any) -> frozenset[str]:
+    """The capabilities a target has: its `capabilities`, the base features it does not
+    decline, and its fixed `convention` (each fixed value its only one: the value's capability
+    added, the other values' capabilities and base features taken away)."""
+    caps = set(target.capabilities)
+    base = set(BASE_FEATURES) - set(getattr(target, "declines", ()) or ())
+    for key, value in convention_of(target).items():
+        for other, cap in CONVENTION_VALUES[key].items():
+            if cap is None:
+                continue
+            if other == value:
+                (base if cap in BASE_FEATURES else caps).add(cap)
+            else:
+                base.discard(cap)
+                caps.discard(cap)
+    return frozenset(caps | base)
+

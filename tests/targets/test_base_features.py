@@ -15,8 +15,10 @@ from conformance import strategies as s
 from conformance.targets import TargetLoadError, load_target
 from conformance.targets.protocol import BASE_FEATURES
 
-CONTIGUOUS_ONLY = frozenset({"contiguous"})
-NEITHER = frozenset()
+# The spec's default convention (base features too, protocol.BASE_FEATURES).
+DEFAULT_CONVENTION = frozenset({"tail_last", "seq_align_tp_cp"})
+CONTIGUOUS_ONLY = frozenset({"contiguous"}) | DEFAULT_CONVENTION
+NEITHER = DEFAULT_CONVENTION
 
 
 @settings(max_examples=200, deadline=None)

@@ -1,0 +1,111 @@
+"""Declared conventions (spec 1.1): a target's fixed `convention` and its convention
+capabilities decide what the strategies draw and what a pinned config is declined for."""
+
+from __future__ import annotations
+
+import sys
+import types
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+
+from conformance import strategies as s
+from conformance.targets import TargetLoadError, load_target
+from conformance.targets.protocol import BASE_FEATURES, declared_capabilities
+
+
+def fake(**attrs: Any) -> types.SimpleNamespace:
+    ref = load_target("reference")
+    base: dict[str, Any] = {"name": "x", "description": "x", "capabilities": frozenset(),
+                            "pack": ref.pack}
+    return types.SimpleNamespace(**{**base, **attrs})
+
+
+SEGMENT = declared_capabilities(fake(convention={"tail": "segment"}))
+CP_ALIGN = declared_capabilities(fake(convention={"seq_align": "cp"}))
+EVERY = frozenset(BASE_FEATURES) | {"tail_segment", "seq_align_cp", "fp8", "fp8_recipes",
+                                    "static_metadata", "bucket", "contiguous"}
+
+
+def test_fixed_convention_is_its_only_value() -> None:
+    assert "tail_segment" in SEGMENT and "tail_last" not in SEGMENT
+    assert "seq_align_tp_cp" in SEGMENT  # the other field keeps the default
+    assert "seq_align_cp" in CP_ALIGN and "seq_align_tp_cp" not in CP_ALIGN
+    plain = declared_capabilities(fake())
+    assert {"tail_last", "seq_align_tp_cp"} <= plain and "tail_segment" not in plain
+    # a capability the fixed convention contradicts is taken away
+    both = declared_capabilities(fake(capabilities=frozenset({"tail_segment"}),
+                                      convention={"tail": "last"}))
+    assert "tail_segment" not in both and "tail_last" in both
+
+
+@pytest.mark.parametrize("convention", [{"tail": "middle"}, {"fp8": "mxfp8"},
+                                        {"max_seqlen": "total"}])
+def test_bad_convention_is_a_load_error(monkeypatch: pytest.MonkeyPatch,
+                                        convention: dict[str, Any]) -> None:
+    module = types.ModuleType("_fake_convention_target")
+    module.TARGET = fake(convention=convention)  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "_fake_convention_target", module)
+    with pytest.raises(TargetLoadError, match="convention"):
+        load_target("_fake_convention_target:TARGET")
+
+
+@settings(max_examples=100, deadline=None)
+@given(s.configs(caps=SEGMENT))
+def test_fixed_convention_always_named(config: dict[str, Any]) -> None:
+    assert config["tail"] == "segment"
+    assert "seq_align" not in config and "max_num_seqs" not in config
+    assert config["fp8"] is False
+
+
+@settings(max_examples=100, deadline=None)
+@given(s.configs(caps=frozenset(BASE_FEATURES)))
+def test_a_spec_1_0_target_sees_the_1_0_config(config: dict[str, Any]) -> None:
+    assert set(config) == {"tp_size", "cp_size", "cp_layout", "fp8", "bucket",
+                           "min_local_rows"}
+
+
+def test_every_convention_is_drawn() -> None:
+    seen: set[tuple[str, Any]] = set()
+
+    @settings(max_examples=300, deadline=None, database=None)
+    @given(s.configs(caps=EVERY))
+    def collect(config: dict[str, Any]) -> None:
+        for key in ("tail", "seq_align", "fp8", "max_num_seqs", "max_seqlen"):
+            seen.add((key, config.get(key)))
+
+    collect()
+    for pair in [("tail", "last"), ("tail", "segment"), ("seq_align", "cp"),
+                 ("seq_align", "tp_cp"), ("fp8", "mxfp8"), ("fp8", True), ("fp8", False),
+                 ("max_num_seqs", None), ("max_num_seqs", s.SAFE_MAX_NUM_SEQS),
+                 ("max_seqlen", "total")]:
+        assert pair in seen, pair
+
+
+def test_declined_convention_values() -> None:
+    assert s.declined(SEGMENT, {}) == ["tail_last"]  # absent means the spec default
+    assert s.declined(SEGMENT, {"tail": "segment"}) == []
+    assert s.declined(SEGMENT, {"tail": "segment", "fp8": "nvfp4"}) == ["fp8_recipes"]
+    assert s.declined(CP_ALIGN, {"seq_align": "cp", "max_num_seqs": 4}) == ["static_metadata"]
+    assert s.declined(CP_ALIGN, {"seq_align": "cp", "max_seqlen": "total"}) == [
+        "static_metadata"]
+    assert s.declined(EVERY, {"tail": "segment", "seq_align": "cp", "fp8": "block",
+                              "max_num_seqs": 3, "max_seqlen": "total"}) == []
+    # an invalid value is the rejection tests' business, not a declined value
+    assert s.declined(SEGMENT, {"tail": "middle"}) == []
+
+
+def test_unknown_fields_of_invalid_values() -> None:
+    plain = declared_capabilities(fake())
+    assert s.unknown_fields(plain, {"tail": "middle"}) == ["tail_segment"]
+    assert s.unknown_fields(SEGMENT, {"tail": "middle"}) == []  # it implements tail
+    assert s.unknown_fields(plain, {"fp8": "mxfp4"}) == ["fp8_recipes"]
+    assert s.unknown_fields(plain, {"max_num_seqs": 0}) == ["static_metadata"]
+    assert s.unknown_fields(EVERY, {"tail": 1, "seq_align": "tp", "max_seqlen": "max"}) == []
+
+
+def test_fit_static() -> None:
+    assert s.fit_static({"max_num_seqs": None}, 5) == {"max_num_seqs": None}
+    assert s.fit_static({"max_num_seqs": 66}, 5)["max_num_seqs"] == 5
+    assert s.fit_static({"max_num_seqs": 66, "tail": "segment"}, 5, 2)["max_num_seqs"] == 8
