@@ -2,9 +2,10 @@
 
 Pure functions over plain data: the batch (a list of NumPy arrays), every rank's output as the
 target returned it (`rows`, `pos`, `meta`, e.g. `harness.RankResult`) and the config's tp, cp,
-layout and fp8. They read the target's own `cu_seqlens_padded` (and `cu_seqlens`, `max_seqlen`,
-`total`, `local_rows` where given), never the reference's plan, so a convention the reference
-does not follow (a trailing padding segment, tp only on the total) can never hide them. Rows are
+layout and FP8 recipe. They read the target's own `cu_seqlens_padded` (and `cu_seqlens`,
+`max_seqlen`, `total`, `local_rows` where given), never the reference's plan, so a convention
+the reference does not follow (a trailing padding segment, tp only on the total, static
+metadata's zero-length entries and max_seqlen = total) can never hide them. Rows are
 placed through TE's partition of that buffer (`reference.partitioned_indices`, the consumer's
 arithmetic, not a convention) and compared by position with the batch, bit for bit; no value
 encoding is assumed, so any dtype works.
@@ -24,6 +25,7 @@ import numpy as np
 
 import reference
 
+from .requirements import fp8_quantum
 from .verdicts import RuleViolation, TargetError
 
 INT32_MAX = 2**31 - 1
@@ -39,12 +41,18 @@ class RankOutput(NamedTuple):
 
 @dataclass(frozen=True)
 class Layout:
-    """What the consumers are configured with: the config's tp, cp, layout and fp8 only."""
+    """What the consumers are configured with: the config's tp, cp, layout and FP8 recipe only
+    (never its convention fields: tail, seq_align and the static metadata are the packer's
+    choices, which the contract does not assume)."""
 
     tp: int
     cp: int
     layout: str
-    fp8: bool
+    fp8_quantum: int | None  # R-FP8-1: rows per FP8 GEMM (16 for fp8=True), None without FP8
+
+    @property
+    def fp8(self) -> bool:
+        return self.fp8_quantum is not None
 
     @property
     def zigzag(self) -> bool:
@@ -53,7 +61,7 @@ class Layout:
     @classmethod
     def of(cls, config: Mapping[str, Any]) -> Layout:
         return cls(int(config.get("tp_size", 1)), int(config.get("cp_size", 1)),
-                   str(config.get("cp_layout", "zigzag")), bool(config.get("fp8", False)))
+                   str(config.get("cp_layout", "zigzag")), fp8_quantum(config))
 
 
 @dataclass(frozen=True)
@@ -204,13 +212,17 @@ def check_tp_split(outputs: Sequence[Any], config: Mapping[str, Any]) -> None:
 
 
 def check_fp8_split(outputs: Sequence[Any], config: Mapping[str, Any]) -> None:
-    """R-CONSUMER-5: with fp8, every TP slice of a rank holds a multiple of 16 rows (n / tp
-    an integer divisible by 16, i.e. n divisible by 16 * tp)."""
+    """R-CONSUMER-5: with FP8, every TP slice of a rank holds a multiple of the recipe's q rows
+    (R-FP8-1: 16 for fp8=True and 'tensor', 32 'mxfp8', 128 'block' and 'nvfp4'), i.e. n / tp
+    an integer divisible by q."""
     lay = Layout.of(config)
     n = rank_rows(outputs)
-    if lay.fp8 and n % (16 * lay.tp):
-        raise _violation(f"fp8: each TP slice holds {n} / {lay.tp} = {n / lay.tp:g} rows, not "
-                         "a multiple of 16 (FP8 GEMM)", "R-CONSUMER-5")
+    q = lay.fp8_quantum
+    if q is not None and n % (q * lay.tp):
+        recipe = config.get("fp8")
+        raise _violation(f"fp8={recipe!r}: each TP slice holds {n} / {lay.tp} = "
+                         f"{n / lay.tp:g} rows, not a multiple of {q} (FP8 GEMM)",
+                         "R-CONSUMER-5")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -374,3 +374,84 @@ def test_fp8_and_contiguous_conventions_pass() -> None:
     shards = [o.rows for o in outputs]
     flat = np.concatenate(shards)
     c.check_unpack(seqs, [flat[0:5], flat[5:5], flat[5:12]])
+
+
+# ----------------------------------------------------------------------------------------------
+# Spec 1.1: FP8 recipes (R-CONSUMER-5 with R-FP8-1's quantum) and static metadata
+
+
+@pytest.mark.parametrize(
+    ("fp8", "rows", "ok"),
+    [(True, 32, True), ("tensor", 32, True), ("mxfp8", 32, False), ("mxfp8", 64, True),
+     ("block", 64, False), ("block", 256, True), ("nvfp4", 128, False), ("nvfp4", 256, True)],
+)
+def test_fp8_recipe_quantum(fp8: Any, rows: int, ok: bool) -> None:
+    """R-CONSUMER-5: tp 2, `rows` rows per rank, so rows / 2 per TP slice: a multiple of 16 is
+    enough for fp8=True and 'tensor', MXFP8 needs 32 (the tp * 16 padding that trips TE's
+    divisible-by-32 assertion), block scaling and NVFP4 128."""
+    seqs = canonical([5])
+    config = {"tp_size": 2, "fp8": fp8}
+    outputs = build(seqs, [rows])
+    if ok:
+        c.check_pack(seqs, outputs, config)
+        return
+    q = {"mxfp8": 32, "block": 128, "nvfp4": 128}[fp8]
+    fails("R-CONSUMER-5", rf"fp8={fp8!r}: each TP slice holds {rows} / 2 = {rows // 2} rows, "
+          f"not a multiple of {q}", seqs, outputs, config)
+
+
+def test_fp8_recipe_per_rank_with_cp() -> None:
+    """R-CONSUMER-5 counts one rank's rows (n = total / cp): cp 2, tp 1, mxfp8, total 32 is 16
+    rows per rank, not a multiple of 32; total 64 passes."""
+    seqs = canonical([3, 5])
+    config = {"cp_size": 2, "fp8": "mxfp8"}
+    fails("R-CONSUMER-5", r"each TP slice holds 16 / 1 = 16 rows, not a multiple of 32", seqs,
+          build(seqs, [4, 28], 2), config)
+    c.check_pack(seqs, build(seqs, [4, 60], 2), config)
+
+
+@pytest.mark.parametrize("tail", ["last", "segment"])
+@pytest.mark.parametrize("cp", [1, 2])
+def test_static_metadata_passes(tail: str, cp: int) -> None:
+    """Static metadata (R-STATIC-1, -2) meets every consumer rule: max_num_seqs 6 for 3
+    sequences, the entries past the real content zero-length at the end of the buffer (under
+    'segment' entry 3 is the padding segment), real cu_seqlens with the same zero-length
+    entries, max_seqlen = the total."""
+    seqs = canonical([3, 0, 5])
+    if tail == "last":
+        segments, real = [4, 0, 12, 0, 0, 0], [0, 3, 3, 8, 8, 8, 8]
+    else:
+        segments, real = [4, 0, 8, 4, 0, 0], [0, 3, 3, 8, 8, 8, 8]
+    outputs = build(seqs, segments, cp, cu_seqlens=np.array(real, np.int32), max_seqlen=16)
+    c.check_pack(seqs, outputs, {"cp_size": cp})
+    shards = np.concatenate([o.rows for o in outputs]) if cp == 1 else None
+    if shards is not None:
+        c.check_unpack(seqs, [shards[0:3], shards[4:4], shards[4:9]])
+
+
+def test_static_entry_with_real_rows_fails() -> None:
+    """R-CONSUMER-8: an entry past the B real sequences whose real length is not within its
+    padded segment (a real length of 1 in a zero-length static entry)."""
+    seqs = canonical([3, 5])
+    outputs = build(seqs, [4, 8, 0, 0], 2, cu_seqlens=np.array([0, 3, 8, 9, 9], np.int32))
+    fails("R-CONSUMER-8", r"segment 2 has length 1, expected 0 .. its padded length \(padded "
+          r"segment 0\)", seqs, outputs, {"cp_size": 2})
+
+
+def test_static_entries_before_a_sequence_fail() -> None:
+    """R-CONSUMER-7: zero-length entries must come after the real content: [3, 5] with the
+    static entries between them leaves segment 1 (sequence 1's) empty."""
+    seqs = canonical([3, 5])
+    outputs = build([seqs[0], seqs[1][:0], seqs[1][:0], seqs[1]], [4, 0, 0, 8])
+    fails("R-CONSUMER-7", "segment 1 has 0 rows, sequence 1 has 5 tokens", seqs, outputs, {})
+
+
+def test_padding_segment_not_divisible_by_2cp() -> None:
+    """R-CONSUMER-2: a trailing padding segment is a segment like any other: zigzag cp 2, [3]
+    as [4] plus a padding segment of 2 rows (total 6), which TE cannot cut into 4 chunks."""
+    seqs = canonical([3])
+    meta = {"cu_seqlens_padded": np.array([0, 4, 6], np.int32), "total": 6, "local_rows": 3}
+    outputs = [c.RankOutput(np.array([1000, 1003, 0]), np.array([0, 3, 0]), meta),
+               c.RankOutput(np.array([1001, 1002, 0]), np.array([1, 2, 1]), meta)]
+    fails("R-CONSUMER-2", "segment 1 of cu_seqlens_padded has 2 rows, not divisible by "
+          r"2 \* cp_size = 4", seqs, outputs, {"cp_size": 2})
