@@ -1,8 +1,14 @@
-"""Alignment arithmetic: per-sequence alignment and the total length (spec §2 and §3)."""
+"""Alignment arithmetic: per-sequence alignment and the total length (spec §2 and §3).
+
+One function per stage, one branch per convention, each citing its rule.
+"""
 
 from __future__ import annotations
 
 import math
+
+SEQ_ALIGNS = ("tp_cp", "cp")
+FP8_RECIPES = ("tensor", "mxfp8", "block", "nvfp4")
 
 
 def ceil_to(x: int, a: int) -> int:
@@ -10,30 +16,73 @@ def ceil_to(x: int, a: int) -> int:
     return ((x + a - 1) // a) * a
 
 
+def zigzag_factor(cp_size: int, cp_layout: str) -> int:
+    """f of §2: zigzag with more than one rank cuts every segment into 2 * cp chunks."""
+    if cp_layout == "zigzag" and cp_size > 1:
+        return 2
+    return 1
+
+
 def base_alignment(tp_size: int, cp_size: int, cp_layout: str) -> int:
     """R-ALIGN-1: A0 = tp * cp * f, with f = 2 only for zigzag with more than one rank."""
-    if cp_layout == "zigzag" and cp_size > 1:
-        f = 2
-    else:
-        f = 1
-    return tp_size * cp_size * f
+    return tp_size * cp_size * zigzag_factor(cp_size, cp_layout)
 
 
-def sequence_alignment(base: int, fp8: bool) -> int:
-    """R-ALIGN-2: A = lcm(16, A0) with FP8, else A0."""
-    if fp8:
-        return math.lcm(16, base)
-    return base
+def sequence_base(tp_size: int, cp_size: int, cp_layout: str, seq_align: str) -> int:
+    """R-ALIGN-5: the sequence base As, the part of A0 every sequence carries."""
+    if seq_align == "tp_cp":
+        return base_alignment(tp_size, cp_size, cp_layout)  # R-ALIGN-5: As = A0 (verl)
+    if seq_align == "cp":
+        return cp_size * zigzag_factor(cp_size, cp_layout)  # R-ALIGN-5: As = cp * f
+    raise ValueError(f"seq_align must be one of {SEQ_ALIGNS}, got {seq_align!r}")
 
 
-def fp8_total_alignment(base: int) -> int:
-    """R-TOTAL-1: F = 128 * A0."""
-    return 128 * base
+def sequence_alignment(seq_base: int, fp8: bool | str) -> int:
+    """R-ALIGN-2: A = lcm(16, As) with fp8=True, else As.
+
+    A recipe name adds nothing per sequence: GEMMs see a rank's whole local buffer, never one
+    sequence, so only the total carries the recipe's quantum (R-TOTAL-1).
+    """
+    if fp8 is True:
+        return math.lcm(16, seq_base)  # R-ALIGN-2: verl's use_fp8_padding
+    return seq_base  # R-ALIGN-2: fp8=False, or a recipe (R-FP8-1)
 
 
-def total_modulus(seq_align: int, bucket: int | None, fp8_total: int | None) -> int:
-    """R-TOTAL-2: M = lcm(A, bucket if set, F if fp8)."""
-    modulus = seq_align
+def fp8_quantum(fp8: bool | str) -> int | None:
+    """R-FP8-1: rows per GEMM the recipe needs (TE's get_align_size_for_quantization).
+
+    fp8=True is tensor scaling (R-CONSUMER-5); fp8=False needs nothing.
+    """
+    if fp8 is False:
+        return None
+    if fp8 is True or fp8 == "tensor":
+        return 16  # R-FP8-1, R-CONSUMER-5: tensor scaling, cuBLASLt FP8 dims % 16
+    if fp8 == "mxfp8":
+        return 32  # R-FP8-1: MXFP8, one scale per 32 elements
+    if fp8 == "block":
+        return 128  # R-FP8-1: FP8 block scaling, 128-row blocks
+    if fp8 == "nvfp4":
+        return 128  # R-FP8-1: NVFP4
+    raise ValueError(f"fp8 must be a bool or one of {FP8_RECIPES}, got {fp8!r}")
+
+
+def fp8_total_alignment(base: int, tp_size: int, cp_size: int, fp8: bool | str) -> int | None:
+    """R-TOTAL-1: F = 128 * A0 for fp8=True, tp * cp * q for a recipe; none without FP8."""
+    if fp8 is False:
+        return None
+    if fp8 is True:
+        return 128 * base  # R-TOTAL-1: verl's FP8 total alignment
+    quantum = fp8_quantum(fp8)
+    assert quantum is not None
+    # R-TOTAL-1: one TP slice of one rank, T / (cp * tp) rows, divisible by q.
+    return tp_size * cp_size * quantum
+
+
+def total_modulus(
+    sequence_align: int, tp_cp: int, bucket: int | None, fp8_total: int | None
+) -> int:
+    """R-TOTAL-2: M = lcm(A, tp * cp, bucket if set, F if fp8)."""
+    modulus = math.lcm(sequence_align, tp_cp)
     if bucket is not None:
         modulus = math.lcm(modulus, bucket)
     if fp8_total is not None:
@@ -41,11 +90,11 @@ def total_modulus(seq_align: int, bucket: int | None, fp8_total: int | None) -> 
     return modulus
 
 
-def padded_lengths(seqlens: list[int], seq_align: int) -> list[int]:
+def padded_lengths(seqlens: list[int], sequence_align: int) -> list[int]:
     """R-ALIGN-3: P_i = ceil_to(L_i, A); a zero-length sequence (R-IN-2) stays zero."""
     padded = []
     for length in seqlens:
-        padded.append(ceil_to(length, seq_align))
+        padded.append(ceil_to(length, sequence_align))
     return padded
 
 

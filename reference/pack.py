@@ -77,7 +77,10 @@ def pack_thd(
     position_ids = np.zeros(plan.local_rows, dtype=np.int64)  # R-POS-1
     for k, source in enumerate(row_map(plan, config, rank)):
         length = int(plan.seqlens[source.seq])
-        if not source.real:
+        if not source.real and padding_segment_position(plan, config, source.seq, roll):
+            rows[k] = pad_value  # R-ROW-2, R-TAIL-2
+            position_ids[k] = source.offset  # R-TAIL-2: restarts at 0 in the padding segment
+        elif not source.real:
             rows[k] = pad_value  # R-ROW-2, R-ROLL-3; position id unspecified (R-POS-3): 0
         elif not roll:
             rows[k] = seqs[source.seq][source.offset]  # R-ROW-1
@@ -90,16 +93,25 @@ def pack_thd(
     return rows, position_ids, plan
 
 
+def padding_segment_position(plan: Plan, config: PackConfig, seq: int, need_roll: bool) -> bool:
+    """R-TAIL-2: the rows of the padding segment (tail="segment", segment index >= B) have
+    specified position ids, their offsets, unless need_roll (then R-ROLL-3: unspecified)."""
+    return config.tail == "segment" and seq >= plan.num_seqs and not need_roll
+
+
 def specified_slots(
     plan: Plan, config: PackConfig, cp_rank: int, need_roll: bool
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Which rows and position ids are specified (R-POS-3, R-ROLL-2); compare only these."""
+    """Which rows and position ids are specified (R-POS-3, R-ROLL-2, R-TAIL-2); compare only
+    these."""
     sources = row_map(plan, config, cp_rank)
     rows_specified = np.ones(len(sources), dtype=bool)
     pos_specified = np.ones(len(sources), dtype=bool)
     for k, source in enumerate(sources):
         last_real = source.offset == int(plan.seqlens[source.seq]) - 1
-        if not source.real:
+        if not source.real and padding_segment_position(plan, config, source.seq, need_roll):
+            pass  # R-TAIL-2: the padding segment's position ids are its offsets
+        elif not source.real:
             pos_specified[k] = False  # R-POS-3
         elif need_roll and last_real:
             rows_specified[k] = False  # R-ROLL-2

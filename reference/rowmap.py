@@ -10,7 +10,11 @@ from .validation import as_cp_rank
 
 
 class RowSource(NamedTuple):
-    """Local row source: sequence `seq` at offset `offset` of its padded length."""
+    """Local row source: segment `seq` at offset `offset` of its padded length.
+
+    Segments 0 .. B-1 are the sequences; segments k >= B (the padding segment of R-TAIL-1, the
+    zero-length entries of R-STATIC-1) have L_k = 0, so their rows are all padding.
+    """
 
     seq: int
     offset: int
@@ -23,21 +27,22 @@ def _source(plan: Plan, seq: int, offset: int) -> RowSource:
 
 
 def _global_rows(plan: Plan) -> list[RowSource]:
-    """R-META-6: the padded buffer, global row by global row."""
+    """R-META-6: the padded buffer, global row by global row, over all K segments."""
     rows = []
-    for seq in range(plan.batch_size):
+    for seq in range(plan.num_segments):
         for offset in range(int(plan.seqlens_padded[seq])):
             rows.append(_source(plan, seq, offset))
     return rows
 
 
 def _zigzag(plan: Plan, cp_size: int, cp_rank: int) -> list[RowSource]:
-    """R-SHARD-2: chunk r, then chunk 2cp-1-r, of every sequence in order.
+    """R-SHARD-2: chunk r, then chunk 2cp-1-r, of every segment in order.
 
-    A zero-length sequence (P_i = 0) has empty chunks and adds no row (R-ROW-3).
+    A zero-length sequence (P_i = 0) has empty chunks and adds no row (R-ROW-3); so does a
+    zero-length entry past B (R-STATIC-1). The padding segment (R-TAIL-1) is cut like a sequence.
     """
     rows = []
-    for seq in range(plan.batch_size):
+    for seq in range(plan.num_segments):
         chunk = int(plan.seqlens_padded[seq]) // (2 * cp_size)
         for chunk_index in (cp_rank, 2 * cp_size - 1 - cp_rank):
             for offset in range(chunk_index * chunk, (chunk_index + 1) * chunk):

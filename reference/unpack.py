@@ -30,6 +30,14 @@ def unpack_thd(shards: Any, plan: Plan, config: PackConfig) -> list[np.ndarray]:
         raise ValueError(
             f"plan.total {plan.total} != local_rows {plan.local_rows} * cp_size {config.cp_size}"
         )
+    if not 1 <= plan.num_seqs <= plan.num_segments or any(
+        int(length) != 0 for length in plan.seqlens[plan.num_seqs :]
+    ):
+        # R-ERR-11 (a forged plan): segments past B (R-TAIL-1, R-STATIC-1) are padding only.
+        raise ValueError(
+            f"plan.num_seqs {plan.num_seqs} does not fit its {plan.num_segments} segments, or a "
+            "segment past num_seqs has real rows"
+        )
     for rank, shard in enumerate(shards):
         if not isinstance(shard, np.ndarray):
             raise TypeError(f"shards[{rank}] must be a numpy array, got {type(shard).__name__}")
@@ -44,8 +52,10 @@ def unpack_thd(shards: Any, plan: Plan, config: PackConfig) -> list[np.ndarray]:
             )
 
     trail = shards[0].shape[1:]
+    # R-UNPACK-1: the B real sequences; segments k >= B (R-TAIL-1, R-STATIC-1) hold no real row.
     out = [
-        np.empty((int(length), *trail), dtype=shards[0].dtype) for length in plan.seqlens
+        np.empty((int(plan.seqlens[seq]), *trail), dtype=shards[0].dtype)
+        for seq in range(plan.num_seqs)
     ]
     for rank, shard in enumerate(shards):
         for k, source in enumerate(row_map(plan, config, rank)):

@@ -60,6 +60,40 @@ def as_layout(value: Any) -> str:
     return value
 
 
+def as_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
+    """R-ERR-1 (not a str), R-ERR-12 (a str that names no convention of the field)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {type(value).__name__} {value!r}")
+    if value not in choices:
+        allowed = " or ".join(repr(choice) for choice in choices)
+        raise ValueError(f"{name} must be {allowed}, got {value!r}")
+    return value
+
+
+def as_fp8(value: Any, recipes: tuple[str, ...]) -> bool | str:
+    """R-ERR-1, R-ERR-12: a bool (verl's use_fp8_padding) or the name of a recipe (R-FP8-1)."""
+    if isinstance(value, bool):
+        return value
+    if not isinstance(value, str):
+        raise TypeError(
+            f"fp8 must be a bool or a recipe name (str), got {type(value).__name__} {value!r}"
+        )
+    if value not in recipes:
+        allowed = ", ".join(repr(recipe) for recipe in recipes)
+        raise ValueError(f"fp8 must be a bool or one of the recipes {allowed}, got {value!r}")
+    return value
+
+
+def as_max_num_seqs(value: Any) -> int | None:
+    """R-ERR-1 (not an integer, bool included), R-ERR-12 (an integer < 1)."""
+    if value is None:
+        return None
+    number = as_integer("max_num_seqs", value)
+    if number < 1:
+        raise ValueError(f"max_num_seqs must be None or >= 1, got {number}")
+    return number
+
+
 def as_cp_rank(value: Any, cp_size: int) -> int:
     """R-ERR-1, R-ERR-5."""
     rank = as_integer("cp_rank", value)
