@@ -49,7 +49,9 @@ def sequence_alignment(seq_base: int, fp8: bool | str) -> int:
 
 
 def fp8_quantum(fp8: bool | str) -> int | None:
-    """R-FP8-1: rows per GEMM the recipe needs (TE's get_align_size_for_quantization).
+    """R-FP8-1: the rows the recipe needs of what one GEMM sees, TE's
+    get_align_size_for_quantization (transformer_engine/pytorch/quantization.py): 32 for MXFP8,
+    128 for NVFP4, 16 for every other built-in recipe, block scaling included.
 
     fp8=True is tensor scaling (R-CONSUMER-5); fp8=False needs nothing.
     """
@@ -60,7 +62,7 @@ def fp8_quantum(fp8: bool | str) -> int | None:
     if fp8 == "mxfp8":
         return 32  # R-FP8-1: MXFP8, one scale per 32 elements
     if fp8 == "block":
-        return 128  # R-FP8-1: FP8 block scaling, 128-row blocks
+        return 16  # R-FP8-1: FP8 block scaling, 16 like every other built-in FP8 recipe
     if fp8 == "nvfp4":
         return 128  # R-FP8-1: NVFP4
     raise ValueError(f"fp8 must be a bool or one of {FP8_RECIPES}, got {fp8!r}")

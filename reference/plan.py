@@ -78,6 +78,10 @@ def plan_thd(seqlens: Any, config: PackConfig) -> Plan:
     local_rows / tp is a multiple of q (R-CONSUMER-5); `cu_seqlens` has the real lengths
     L_k <= P_k, 0 past the B sequences (R-CONSUMER-7, R-CONSUMER-8); `max_seqlen` is max(P_k)
     or T, both >= every P_k (R-CONSUMER-9).
+
+    With a bucket, max_num_seqs = N and max_seqlen="total", the array lengths are N and N + 1
+    and every int (total, local_rows, max_seqlen) is a function of T, a multiple of M: batches
+    whose totals meet in one bucket give one set of shapes and ints (R-STATIC-3).
     """
     if not isinstance(config, PackConfig):
         raise TypeError(f"config must be a PackConfig, got {type(config).__name__}")

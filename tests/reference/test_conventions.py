@@ -26,7 +26,7 @@ FAST = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 # TE's get_align_size_for_quantization, per recipe (R-FP8-1); True is tensor scaling.
-QUANTUM = {True: 16, "tensor": 16, "mxfp8": 32, "block": 128, "nvfp4": 128}
+QUANTUM = {True: 16, "tensor": 16, "mxfp8": 32, "block": 16, "nvfp4": 128}
 FP8_VALUES: list[bool | str] = [False, True, "tensor", "mxfp8", "block", "nvfp4"]
 
 
@@ -239,7 +239,7 @@ def test_recipe_quantum_and_alignments() -> None:
         ("tensor", "tp_cp"): (16, 8, 64, 64),
         ("tensor", "cp"): (16, 4, 64, 64),
         ("mxfp8", "cp"): (32, 4, 128, 128),
-        ("block", "cp"): (128, 4, 512, 512),
+        ("block", "cp"): (16, 4, 64, 64),
         ("nvfp4", "tp_cp"): (128, 8, 512, 512),
         (False, "cp"): (None, 4, None, 4),
     }
