@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 # Implements THD packing spec 1.0.2
-"""`PackConfig`: the static packing configuration and its validation (R-IN-3, R-ERR-1..4).
+"""`PackConfig`: the static packing configuration and its validation (R-IN-3, R-ERR-1..4, -12).
 
 Pure Python: no tensor is created here, so a config can be built and checked anywhere.
 """
@@ -14,6 +14,11 @@ from typing import Any
 
 INT32_MAX = 2**31 - 1
 LAYOUTS = ("zigzag", "contiguous")
+TAILS = ("last", "segment")
+SEQ_ALIGNS = ("tp_cp", "cp")
+MAX_SEQLENS = ("exact", "total")
+# R-FP8-1: rows per GEMM each FP8 recipe needs (TE's get_align_size_for_quantization).
+FP8_QUANTUM = {"tensor": 16, "mxfp8": 32, "block": 128, "nvfp4": 128}
 
 
 def _is_bool_like(value: Any) -> bool:
@@ -38,6 +43,19 @@ def as_integer(name: str, value: Any) -> int:
         ) from None
 
 
+def _check_str(name: str, value: Any) -> None:
+    """R-ERR-1 for a str-valued field."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {type(value).__name__}: {name}={value!r}")
+
+
+def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    """R-ERR-4, R-ERR-12: one of the field's named values."""
+    if value not in choices:
+        allowed = ", ".join(repr(c) for c in choices)
+        raise ValueError(f"{name} must be one of {allowed}, got {name}={value!r}")
+
+
 def ceil_to(x: int, a: int) -> int:
     """Smallest multiple of `a` that is `>= x` (spec §0)."""
     return -(-x // a) * a
@@ -45,7 +63,7 @@ def ceil_to(x: int, a: int) -> int:
 
 @dataclass(frozen=True)
 class PackConfig:
-    """Static configuration of a pack (R-IN-3), validated when constructed (R-ERR-1..4).
+    """Static configuration of a pack (R-IN-3), validated when constructed (R-ERR-1..4, -12).
 
     Integer fields are normalised to Python ints, so a config built from NumPy or tensor scalars
     compares and hashes like one built from ints.
@@ -54,24 +72,31 @@ class PackConfig:
     tp_size: int = 1
     cp_size: int = 1
     cp_layout: str = "zigzag"
-    fp8: bool = False
+    fp8: bool | str = False
     bucket: int | None = None
     min_local_rows: int | None = None
+    tail: str = "last"
+    seq_align: str = "tp_cp"
+    max_num_seqs: int | None = None
+    max_seqlen: str = "exact"
 
     def __post_init__(self) -> None:
-        # R-ERR-1 (and the TypeError half of R-ERR-3): every type first.
+        # R-ERR-1 (and the TypeError half of R-ERR-3): every type first, in field order.
         tp = as_integer("tp_size", self.tp_size)
         cp = as_integer("cp_size", self.cp_size)
-        if not isinstance(self.cp_layout, str):
-            raise TypeError(f"cp_layout must be a str, got cp_layout={self.cp_layout!r}")
-        if not isinstance(self.fp8, bool):
-            raise TypeError(f"fp8 must be a bool, got fp8={self.fp8!r}")
+        _check_str("cp_layout", self.cp_layout)
+        if not isinstance(self.fp8, (bool, str)):
+            raise TypeError(f"fp8 must be a bool or a recipe name (str), got fp8={self.fp8!r}")
         bucket = None if self.bucket is None else as_integer("bucket", self.bucket)
         mlr = (
             None
             if self.min_local_rows is None
             else as_integer("min_local_rows", self.min_local_rows)
         )
+        _check_str("tail", self.tail)
+        _check_str("seq_align", self.seq_align)
+        mns = None if self.max_num_seqs is None else as_integer("max_num_seqs", self.max_num_seqs)
+        _check_str("max_seqlen", self.max_seqlen)
         # R-ERR-2: sizes.
         if tp < 1:
             raise ValueError(f"tp_size must be >= 1, got tp_size={tp}")
@@ -83,14 +108,20 @@ class PackConfig:
         if bucket is not None and bucket < 1:
             raise ValueError(f"bucket must be >= 1, got bucket={bucket}")
         # R-ERR-4: layout value.
-        if self.cp_layout not in LAYOUTS:
-            raise ValueError(
-                f"cp_layout must be 'zigzag' or 'contiguous', got cp_layout={self.cp_layout!r}"
-            )
+        _check_choice("cp_layout", self.cp_layout, LAYOUTS)
+        # R-ERR-12: the convention fields' values.
+        if isinstance(self.fp8, str):
+            _check_choice("fp8", self.fp8, tuple(FP8_QUANTUM))
+        _check_choice("tail", self.tail, TAILS)
+        _check_choice("seq_align", self.seq_align, SEQ_ALIGNS)
+        if mns is not None and mns < 1:
+            raise ValueError(f"max_num_seqs must be >= 1, got max_num_seqs={mns}")
+        _check_choice("max_seqlen", self.max_seqlen, MAX_SEQLENS)
         object.__setattr__(self, "tp_size", tp)
         object.__setattr__(self, "cp_size", cp)
         object.__setattr__(self, "bucket", bucket)
         object.__setattr__(self, "min_local_rows", mlr)
+        object.__setattr__(self, "max_num_seqs", mns)
 
     @property
     def base_align(self) -> int:
@@ -99,20 +130,38 @@ class PackConfig:
         return self.tp_size * self.cp_size * f
 
     @property
+    def sequence_base(self) -> int:
+        """`As`: A0 under seq_align="tp_cp", `cp * f` under "cp" (R-ALIGN-5)."""
+        if self.seq_align == "cp":
+            return self.base_align // self.tp_size
+        return self.base_align
+
+    @property
     def sequence_align(self) -> int:
-        """Per-sequence alignment `A` (R-ALIGN-2)."""
-        a0 = self.base_align
-        return math.lcm(16, a0) if self.fp8 else a0
+        """Per-sequence alignment `A` (R-ALIGN-2): `lcm(16, As)` for fp8=True only; a recipe
+        adds nothing per sequence (its GEMMs see a rank's whole buffer)."""
+        base = self.sequence_base
+        return math.lcm(16, base) if self.fp8 is True else base
+
+    @property
+    def fp8_quantum(self) -> int | None:
+        """`q`: 16 for fp8=True, the recipe's rows per GEMM (R-FP8-1), None without FP8."""
+        if self.fp8 is True:
+            return 16
+        return FP8_QUANTUM[self.fp8] if isinstance(self.fp8, str) else None
 
     @property
     def fp8_total_align(self) -> int | None:
-        """`F = 128 * A0` with FP8, else None (R-TOTAL-1)."""
-        return 128 * self.base_align if self.fp8 else None
+        """`F`: `128 * A0` for fp8=True, `tp * cp * q` for a recipe, else None (R-TOTAL-1)."""
+        if self.fp8 is True:
+            return 128 * self.base_align
+        q = self.fp8_quantum
+        return None if q is None else self.tp_size * self.cp_size * q
 
     @property
     def total_modulus(self) -> int:
-        """`M = lcm(A, bucket, F)` over the terms that are set (R-TOTAL-2)."""
-        m = self.sequence_align
+        """`M = lcm(A, tp * cp, bucket, F)` over the terms that are set (R-TOTAL-2)."""
+        m = math.lcm(self.sequence_align, self.tp_size * self.cp_size)
         if self.bucket is not None:
             m = math.lcm(m, self.bucket)
         f = self.fp8_total_align

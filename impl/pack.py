@@ -299,14 +299,20 @@ def pack_batch(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Gather rank `rank`'s rows and position ids from a checked batch (R-ROW-*, R-POS-*).
 
-    `host` is the plan's padded lengths and padded offsets as CPU int64 (`plan_with_host`).
+    `host` is the plan's padded lengths and padded offsets as CPU int64 (`plan_with_host`),
+    one entry per segment: K >= B, the batch's B lengths are extended with zero-length ones.
     """
     rows_n = plan.local_rows
-    src_start = batch.src_start
+    lengths, src_start = batch.lengths, batch.src_start
     if src_start is None:
         src_start = plan.cu_seqlens[:-1].to(torch.int64)
+    extra = host[0].numel() - lengths.numel()
+    if extra:  # segments past B (R-TAIL-1, R-STATIC-1): no real rows, any source in range
+        lengths = F.pad(lengths, (0, extra))
+        if src_start.numel() < host[0].numel():
+            src_start = F.pad(src_start, (0, extra))
     ch = chunk_table(
-        batch.lengths,
+        lengths,
         host[0],
         host[1],
         src_start,

@@ -21,9 +21,11 @@ from .config import INT32_MAX, PackConfig, as_integer, ceil_to
 
 @dataclass(frozen=True)
 class Plan:
-    """Metadata of one pack, identical on every rank (R-META-1..5).
+    """Metadata of one pack, identical on every rank (R-META-1..7).
 
-    Arrays are CPU int32 tensors; `max_seqlen`, `total` and `local_rows` are Python ints.
+    Arrays are CPU int32 tensors with one entry per segment (K >= B: a padding segment and
+    zero-length entries may follow the B sequences, R-TAIL-1, R-STATIC-1); `max_seqlen`,
+    `total`, `local_rows` and `num_seqs` (B, R-META-7) are Python ints.
     """
 
     seqlens: torch.Tensor
@@ -33,11 +35,18 @@ class Plan:
     max_seqlen: int
     total: int
     local_rows: int
+    num_seqs: int = 0
+
+    def __post_init__(self) -> None:
+        # Left out (0, never a valid B: R-ERR-7), num_seqs is len(seqlens), as in the
+        # reference: a plan built by a 1.0 caller has K = B.
+        if type(self.num_seqs) is int and self.num_seqs == 0:
+            object.__setattr__(self, "num_seqs", int(self.seqlens.numel()))
 
     @property
     def batch_size(self) -> int:
-        """B, the number of sequences (as in the reference's Plan)."""
-        return int(self.seqlens.numel())
+        """B, the number of real sequences (R-META-7; `len(seqlens)` is K)."""
+        return self.num_seqs
 
 
 def host_lengths(seqlens: Any, name: str = "seqlens") -> torch.Tensor:
@@ -86,11 +95,33 @@ def check_lengths(lengths: torch.Tensor, name: str = "seqlens") -> None:
         raise ValueError(f"length above INT32_MAX: {name} contains {hi}")
 
 
+def check_num_seqs(b: int, config: PackConfig) -> None:
+    """R-ERR-13 from B alone: B entries, plus the padding segment's under tail="segment",
+    must fit in max_num_seqs (reserved whether or not the segment has rows)."""
+    n = config.max_num_seqs
+    if n is None:
+        return
+    need = b + 1 if config.tail == "segment" else b
+    if need > n:
+        extra = " plus the padding segment's entry" if config.tail == "segment" else ""
+        raise ValueError(
+            f"max_num_seqs={n} is too small for B={b} sequences{extra} "
+            f"(tail={config.tail!r} needs max_num_seqs >= {need})"
+        )
+
+
 def plan_with_host(
     lengths: torch.Tensor, config: PackConfig
 ) -> tuple[Plan, torch.Tensor, torch.Tensor]:
     """The plan from checked CPU int64 lengths, with its padded lengths and padded offsets also
-    as CPU int64 (the row map's inputs) (R-ALIGN-3, R-TOTAL-1..6, R-META-1..5)."""
+    as CPU int64, one entry per segment (the row map's inputs) (R-ALIGN-3, R-TOTAL-1..6,
+    R-TAIL-1, R-STATIC-1..2, R-META-1..7).
+
+    Each convention is a branch here, on host tensors of B or K entries; the device pipeline
+    sees only the resulting segments.
+    """
+    b = lengths.numel()
+    check_num_seqs(b, config)  # R-ERR-13, before the lengths' values are used
     a = config.sequence_align
     if a > INT32_MAX and bool((lengths > 0).any()):  # R-ERR-8, before int64 arithmetic wraps
         raise ValueError(f"total rows T exceed INT32_MAX={INT32_MAX}: a non-empty sequence "
@@ -105,18 +136,30 @@ def plan_with_host(
     total = ceil_to(n, config.total_modulus)  # R-TOTAL-4
     if total > INT32_MAX:  # R-TOTAL-6, R-ERR-8
         raise ValueError(f"total rows T={total} exceed INT32_MAX={INT32_MAX}")
-    if total != s:  # R-TOTAL-5: every total-level row goes onto the last sequence
-        padded = torch.cat((padded[:-1], padded[-1:] + (total - s)))
+    segments = b if config.max_num_seqs is None else config.max_num_seqs  # R-STATIC-1
+    if config.tail == "last":
+        if total != s:  # R-TOTAL-5: every total-level row goes onto the last sequence
+            padded = torch.cat((padded[:-1], padded[-1:] + (total - s)))
+    elif total != s or config.max_num_seqs is not None:  # R-TAIL-1: segment B, L = 0
+        padded = torch.cat((padded, torch.tensor([total - s])))
+        segments = max(segments, b + 1)
+    if segments > padded.numel():  # R-STATIC-1: zero-length entries at the end
+        padded = F.pad(padded, (0, segments - padded.numel()))
+    if segments > b:
+        lengths = F.pad(lengths, (0, segments - b))
     cup = F.pad(torch.cumsum(padded, 0), (1, 0))
     cu = F.pad(torch.cumsum(lengths, 0, dtype=torch.int32), (1, 0))  # R-META-2
+    # R-META-4 ("exact"), R-STATIC-2 ("total": a static bound)
+    max_seqlen = total if config.max_seqlen == "total" else int(padded.max())
     plan = Plan(
         seqlens=lengths.to(torch.int32),  # R-META-1
         seqlens_padded=padded.to(torch.int32),
         cu_seqlens=cu,
         cu_seqlens_padded=cup.to(torch.int32),  # R-META-3
-        max_seqlen=int(padded.max()),  # R-META-4
+        max_seqlen=max_seqlen,
         total=total,  # R-META-5
         local_rows=total // config.cp_size,
+        num_seqs=b,  # R-META-7
     )
     return plan, padded, cup
 
@@ -125,7 +168,7 @@ def plan_thd(seqlens: Any, config: PackConfig) -> Plan:
     """Plan a pack of sequences with lengths `seqlens` under `config` (spec §2-§4).
 
     `seqlens` is a list/tuple of integers or a 1-D integer tensor (a CUDA tensor costs one
-    device-to-host copy). Raises TypeError/ValueError per R-ERR-1, R-ERR-6..8.
+    device-to-host copy). Raises TypeError/ValueError per R-ERR-1, R-ERR-6..8, R-ERR-13.
     """
     if not isinstance(config, PackConfig):
         raise TypeError(f"config must be a PackConfig, got {type(config).__name__}")

@@ -59,14 +59,18 @@ def check_plan(plan: Plan, cp: int, layout: str) -> None:
     lengths = plan.seqlens.to(torch.int64)
     padded = plan.seqlens_padded.to(torch.int64)
     cup = plan.cu_seqlens_padded.to(torch.int64)
-    b = lengths.numel()
-    if b == 0 or padded.shape != (b,) or cup.shape != (b + 1,):
+    k = lengths.numel()
+    if k == 0 or padded.shape != (k,) or cup.shape != (k + 1,):
         raise ValueError("plan arrays have inconsistent lengths")
+    b = plan.num_seqs
+    if type(b) is not int or not 1 <= b <= k:
+        raise ValueError(f"plan num_seqs={b!r} is not in [1, {k}] (len(seqlens)={k})")
     ok = (
         int(cup[0]) == 0
         and int(cup[-1]) == plan.total
         and bool(torch.equal(cup[1:] - cup[:-1], padded))
         and bool(((lengths >= 0) & (lengths <= padded)).all())
+        and (b == k or not bool(lengths[b:].any()))  # past B no real row (R-TAIL-1)
     )
     if ok and cp > 1 and layout == "zigzag":
         ok = bool((padded % (2 * cp) == 0).all())
@@ -107,7 +111,8 @@ def unpack_flat(
 def unpack_thd(shards: Any, plan: Plan, config: PackConfig) -> list[torch.Tensor]:
     """Rebuild the batch from every rank's rows, in rank order (R-UNPACK-1..3, R-ERR-11).
 
-    Returns B tensors `[L_i, *trail]`: views into one flat buffer.
+    Returns B = `plan.num_seqs` tensors `[L_i, *trail]`: views into one flat buffer. Segments
+    past B (a padding segment, zero-length entries) hold no real row and are skipped.
     """
     if not isinstance(config, PackConfig):
         raise TypeError(f"config must be a PackConfig, got {type(config).__name__}")
@@ -115,7 +120,9 @@ def unpack_thd(shards: Any, plan: Plan, config: PackConfig) -> list[torch.Tensor
         raise TypeError(f"plan must be a Plan, got {type(plan).__name__}")
     parts = check_shards(shards, plan.local_rows, config.cp_size)
     check_plan(plan, config.cp_size, config.cp_layout)
-    flat = unpack_flat(
-        parts, plan.seqlens, plan.cu_seqlens_padded, config.cp_size, config.cp_layout
-    )
-    return list(torch.split(flat, plan.seqlens.tolist(), dim=0))
+    seqlens, cu_padded = plan.seqlens, plan.cu_seqlens_padded
+    b = plan.num_seqs
+    if b < seqlens.numel():  # only the B real sequences are gathered and returned
+        seqlens, cu_padded = seqlens[:b], cu_padded[: b + 1]
+    flat = unpack_flat(parts, seqlens, cu_padded, config.cp_size, config.cp_layout)
+    return list(torch.split(flat, seqlens.tolist(), dim=0))

@@ -8,6 +8,7 @@ that succeeds on meta inputs with host lengths therefore performed no device-to-
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections import Counter
 from typing import Any
@@ -95,6 +96,86 @@ def test_pack_op_count_flat_in_batch_size(
     assert counts[1024].ops["index_select"] <= 1  # one gather per packed tensor
 
 
+# One config per spec 1.1 convention (and all of them at once); max_num_seqs fits B = 1024.
+CONVENTIONS = {
+    "segment-cp1": impl.PackConfig(tail="segment"),
+    "segment-zigzag-cp4": impl.PackConfig(tp_size=2, cp_size=4, tail="segment"),
+    "seq-align-cp-zigzag-cp4": impl.PackConfig(tp_size=2, cp_size=4, seq_align="cp"),
+    "mxfp8-tp2-cp2": impl.PackConfig(tp_size=2, cp_size=2, fp8="mxfp8"),
+    "nvfp4-contig-cp3": impl.PackConfig(cp_size=3, cp_layout="contiguous", fp8="nvfp4"),
+    "static-last": impl.PackConfig(tp_size=2, max_num_seqs=1100, max_seqlen="total"),
+    "static-segment-cp4": impl.PackConfig(
+        cp_size=4, tail="segment", max_num_seqs=1100, max_seqlen="total"
+    ),
+    "everything-contig-cp3": impl.PackConfig(
+        tp_size=2, cp_size=3, cp_layout="contiguous", fp8="block", tail="segment",
+        seq_align="cp", max_num_seqs=1100, max_seqlen="total", min_local_rows=64,
+    ),
+}
+
+
+@pytest.mark.rules("R-TAIL-1", "R-TAIL-2", "R-ALIGN-5", "R-FP8-1", "R-STATIC-1", "R-STATIC-2")
+@pytest.mark.parametrize("regime", ["mostly-real", "mostly-padding"])
+@pytest.mark.parametrize("config", CONVENTIONS.values(), ids=CONVENTIONS.keys())
+@pytest.mark.parametrize("need_roll", [False, True])
+def test_op_count_flat_in_batch_size_per_convention(
+    config: impl.PackConfig, regime: str, need_roll: bool
+) -> None:
+    """Under every convention pack_thd and unpack_thd dispatch as many ops for B = 16 as for
+    B = 1024, and gather once.
+
+    A pack takes one of two fill paths by its share of padding rows (`index_fill_` or
+    `masked_fill_`), so each regime keeps that share on one side at both sizes: long
+    sequences with a bucket far below the total, or 1- and 2-row sequences with a bucket far
+    above it (the padding segment then holds most rows).
+    """
+    bucket = 64 if regime == "mostly-real" else 2**16
+    config = dataclasses.replace(config, bucket=bucket)
+    counts, unpack_counts = {}, {}
+    for b in (16, 1024):
+        rng = random.Random(b)
+        lengths = [rng.randint(40, 64) if regime == "mostly-real" else rng.randint(1, 2)
+                   for _ in range(b)]
+        a = config.sequence_align
+        while sum(-(-n // a) * a for n in lengths) % config.total_modulus == 0:
+            lengths[0] += 1  # keep T > S: whether T - S rows exist is a branch of the plan
+        seqs = [torch.zeros(n, 3, dtype=torch.int32) for n in lengths]
+        with OpLog() as counts[b]:
+            _, _, plan = impl.pack_thd(seqs, config, 0, need_roll=need_roll)
+        shards = [torch.zeros(plan.local_rows, 2) for _ in range(config.cp_size)]
+        with OpLog() as unpack_counts[b]:
+            impl.unpack_thd(shards, plan, config)
+    assert counts[16].ops == counts[1024].ops, (counts[16].ops, counts[1024].ops)
+    assert counts[1024].ops["index_select"] == 1
+    fill = "index_fill_" if regime == "mostly-real" else "masked_fill_"
+    assert counts[16].ops[fill] == 1 and counts[1024].ops[fill] == 1
+    assert unpack_counts[16].ops == unpack_counts[1024].ops
+    assert unpack_counts[1024].ops["index_select"] == 1
+
+
+def _device_ops(config: impl.PackConfig, lengths: list[int]) -> Counter[str]:
+    """The ops a pack dispatches on the data's device (`meta`), by name."""
+    values = torch.empty(sum(lengths), 3, device="meta")
+    with OpLog() as log:
+        impl.pack_thd(values, config, 0, lengths=lengths)
+    return Counter(
+        name
+        for name, inputs, outputs in log.calls
+        if any(t.device.type == "meta" for t in (*inputs, *outputs))
+    )
+
+
+@pytest.mark.rules("R-TAIL-1", "R-TAIL-2", "R-ALIGN-5", "R-FP8-1", "R-STATIC-1")
+@pytest.mark.parametrize("config", CONVENTIONS.values(), ids=CONVENTIONS.keys())
+def test_conventions_add_no_device_op(config: impl.PackConfig) -> None:
+    """The conventions live in the host plan: on the device a pack under any of them runs
+    exactly the ops of a 1.0 pack (the padding segment's position ids come from the same
+    ramp, restarting at its first offset)."""
+    lengths = [41, 64, 0, 57, 50, 63]
+    config = dataclasses.replace(config, bucket=64)
+    assert _device_ops(config, lengths) == _device_ops(impl.PackConfig(bucket=64), lengths)
+
+
 @pytest.mark.rules("R-UNPACK-1")
 @pytest.mark.parametrize("config", CONFIGS, ids=["cp1", "zigzag-cp4", "contig-cp3-fp8"])
 def test_unpack_op_count_flat_in_batch_size(config: impl.PackConfig) -> None:
@@ -114,7 +195,11 @@ D2H = {"_local_scalar_dense", "item", "tolist"}
 
 
 @pytest.mark.parametrize("form", ["list", "flat-list", "flat-cpu-tensor"])
-@pytest.mark.parametrize("config", CONFIGS, ids=["cp1", "zigzag-cp4", "contig-cp3-fp8"])
+@pytest.mark.parametrize(
+    "config",
+    [*CONFIGS, *CONVENTIONS.values()],
+    ids=["cp1", "zigzag-cp4", "contig-cp3-fp8", *CONVENTIONS.keys()],
+)
 def test_no_device_sync_with_host_lengths(form: str, config: impl.PackConfig) -> None:
     """With host lengths, pack_thd never reads device data on the host.
 
