@@ -27,16 +27,32 @@ def _seqs(dtype: torch.dtype = torch.int64, trail: tuple[int, ...] = (2,)) -> li
     ]
 
 
-def _pack_all(batch: Any, **kw: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    return [impl.pack_thd(batch, CFG, r, **kw)[:2] for r in range(CFG.cp_size)]
+def _pack_all(
+    batch: Any, cfg: impl.PackConfig = CFG, **kw: Any
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    return [impl.pack_thd(batch, cfg, r, **kw)[:2] for r in range(cfg.cp_size)]
 
 
-@pytest.mark.rules("R-IN-1", "R-ROW-1", "R-POS-2", "R-ROLL-1")
+# spec 1.1 conventions: a padding segment and zero-length entries past B (K = 6 > B = 4)
+CONVENTION_CFGS = {
+    "1.0": CFG,
+    "segment-static-zigzag": impl.PackConfig(
+        tp_size=2, cp_size=2, bucket=24, tail="segment", seq_align="cp", max_num_seqs=6
+    ),
+    "segment-static-contiguous": impl.PackConfig(
+        cp_size=3, cp_layout="contiguous", bucket=24, tail="segment", max_num_seqs=6,
+        fp8="mxfp8",
+    ),
+}
+
+
+@pytest.mark.rules("R-IN-1", "R-ROW-1", "R-POS-2", "R-ROLL-1", "R-TAIL-1", "R-STATIC-1")
+@pytest.mark.parametrize("config", CONVENTION_CFGS.values(), ids=CONVENTION_CFGS.keys())
 @pytest.mark.parametrize("need_roll", [False, True])
-def test_input_forms_agree(need_roll: bool) -> None:
+def test_input_forms_agree(need_roll: bool, config: impl.PackConfig) -> None:
     """list, tuple, jagged nested tensor (also with holes), flat values + lengths: same output."""
     seqs = _seqs()
-    want = _pack_all(seqs, need_roll=need_roll, pad_value=-1)
+    want = _pack_all(seqs, config, need_roll=need_roll, pad_value=-1)
     base = torch.full((len(LENGTHS), 12, 2), -7, dtype=torch.int64)
     for i, s in enumerate(seqs):
         base[i, 2 : 2 + s.shape[0]] = s
@@ -49,14 +65,14 @@ def test_input_forms_agree(need_roll: bool) -> None:
         "nested-with-holes": holes,
     }
     for name, batch in forms.items():
-        got = _pack_all(batch, need_roll=need_roll, pad_value=-1)
+        got = _pack_all(batch, config, need_roll=need_roll, pad_value=-1)
         for (a, p), (b, q) in zip(got, want, strict=True):
             assert torch.equal(a, b) and torch.equal(p, q), name
     flat = torch.cat(seqs)
     for lengths in (LENGTHS, torch.tensor(LENGTHS), torch.tensor(LENGTHS, dtype=torch.int32)):
         got = [
-            impl.pack_thd(flat, CFG, r, lengths=lengths, need_roll=need_roll, pad_value=-1)[:2]
-            for r in range(CFG.cp_size)
+            impl.pack_thd(flat, config, r, lengths=lengths, need_roll=need_roll, pad_value=-1)[:2]
+            for r in range(config.cp_size)
         ]
         for (a, p), (b, q) in zip(got, want, strict=True):
             assert torch.equal(a, b) and torch.equal(p, q)
