@@ -17,8 +17,9 @@ LAYOUTS = ("zigzag", "contiguous")
 TAILS = ("last", "segment")
 SEQ_ALIGNS = ("tp_cp", "cp")
 MAX_SEQLENS = ("exact", "total")
-# R-FP8-1: rows per GEMM each FP8 recipe needs (TE's get_align_size_for_quantization).
-FP8_QUANTUM = {"tensor": 16, "mxfp8": 32, "block": 128, "nvfp4": 128}
+# R-FP8-1: rows per GEMM each FP8 recipe needs (TE's get_align_size_for_quantization: 16 for
+# every built-in recipe but MXFP8 32 and NVFP4 128, Float8BlockScaling included).
+FP8_QUANTUM = {"tensor": 16, "mxfp8": 32, "block": 16, "nvfp4": 128}
 
 
 def _is_bool_like(value: Any) -> bool:

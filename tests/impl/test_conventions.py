@@ -67,10 +67,10 @@ def test_new_fields_default_to_the_one_convention_of_1_0() -> None:
         # fp8=True keeps verl's meaning: A = lcm(16, A0), F = 128 * A0 (q = 16 for the contract)
         ({"tp_size": 2, "cp_size": 2, "fp8": True}, 8, 16, 16, 1024, 1024),
         ({"tp_size": 2, "cp_size": 2, "fp8": True, "seq_align": "cp"}, 8, 16, 16, 1024, 1024),
-        # recipes: A = As, F = tp * cp * q (q: tensor 16, mxfp8 32, block 128, nvfp4 128)
+        # recipes: A = As, F = tp * cp * q (q: tensor 16, mxfp8 32, block 16, nvfp4 128)
         ({"tp_size": 2, "cp_size": 2, "fp8": "tensor"}, 8, 8, 16, 64, 64),
         ({"tp_size": 2, "cp_size": 2, "fp8": "mxfp8"}, 8, 8, 32, 128, 128),
-        ({"tp_size": 3, "fp8": "block", "seq_align": "cp"}, 3, 1, 128, 384, 384),
+        ({"tp_size": 3, "fp8": "block", "seq_align": "cp"}, 3, 1, 16, 48, 48),
         ({"cp_size": 3, "cp_layout": "contiguous", "fp8": "nvfp4"}, 3, 3, 128, 384, 384),
         ({"fp8": "mxfp8", "bucket": 48}, 1, 1, 32, 32, 96),
     ],
