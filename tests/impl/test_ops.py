@@ -234,11 +234,17 @@ def test_device_lengths_cost_one_copy() -> None:
         impl.pack_thd(values, impl.PackConfig(), 0, lengths=torch.tensor([4, 6], device="meta"))
 
 
-@pytest.mark.parametrize("config", CONFIGS, ids=["cp1", "zigzag-cp4", "contig-cp3-fp8"])
+@pytest.mark.parametrize(
+    "config",
+    [*CONFIGS, *CONVENTIONS.values()],
+    ids=["cp1", "zigzag-cp4", "contig-cp3-fp8", *CONVENTIONS.keys()],
+)
 def test_device_memory_at_most_one_int64_per_row(config: impl.PackConfig) -> None:
     """Apart from rows and position ids, the device allocates <= 8 bytes per output row.
 
-    (Plus an O(B) chunk table copied from the host; B is small here and R large.)
+    Plus the chunk tables copied from the host, at most 64 int64 per segment (two chunks per
+    segment under zigzag, a few table entries each). There are K = len(plan.seqlens) segments:
+    B, B + 1 with a padding segment, max_num_seqs with static metadata.
     """
     lengths = [5000, 3, 7000, 0, 4096]
     values = torch.empty(sum(lengths), 64, device="meta", dtype=torch.float32)
@@ -246,7 +252,8 @@ def test_device_memory_at_most_one_int64_per_row(config: impl.PackConfig) -> Non
         rows, pos, plan = impl.pack_thd(values, config, 0, lengths=lengths, need_roll=True)
     outputs = rows.numel() * rows.element_size() + pos.numel() * pos.element_size()
     extra = log.fresh_bytes["meta"] - outputs
-    assert extra <= 8 * plan.local_rows + 64 * 4 * len(lengths), (extra, plan.local_rows)
+    k = plan.seqlens.numel()
+    assert extra <= 8 * plan.local_rows + 64 * 8 * k, (extra, plan.local_rows, k)
 
 
 def test_nested_input_is_gathered_without_copy() -> None:
