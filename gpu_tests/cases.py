@@ -93,3 +93,18 @@ def make_qkv(
         v=[one(n) for n in lengths],
         dout=[one(n) for n in lengths],
     )
+
+
+# The CUDA-graph stream (issue 14): micro-batches of different B (1..7, zero-length sequences
+# included) whose packs all fall in one bucket of 512 rows with tp 2, so that with
+# max_num_seqs = 8 and max_seqlen="total" one captured graph serves every one of them.
+GRAPH_STREAM: tuple[tuple[int, ...], ...] = (
+    (200,),
+    (50, 0, 120),
+    (10, 30, 0, 70, 5),
+    (64, 64, 64, 64, 64, 64, 1),
+    (0, 301),
+)
+GRAPH_BUCKET = 512
+GRAPH_MAX_NUM_SEQS = 8
+GRAPH_TP = 2

@@ -30,10 +30,15 @@ class AttnMeta:
     max_seqlen_q: int
     max_seqlen_kv: int
     convention: str
+    declared_pad_between_seqs: bool | None = None
+    """Set by graph-safe callers: the flag decided on the host, so that reading it does not
+    compare device tensors (a sync, forbidden while a CUDA graph is being captured)."""
 
     @property
     def pad_between_seqs(self) -> bool:
-        """Whether any padding rows sit outside the real boundaries."""
+        """Whether any padding rows sit outside the real boundaries (declared, else compared)."""
+        if self.declared_pad_between_seqs is not None:
+            return self.declared_pad_between_seqs
         return not torch.equal(self.cu_seqlens_q, self.cu_seqlens_q_padded)
 
 
@@ -128,13 +133,15 @@ def _varlen_causal_kwargs() -> dict[str, Any]:
 
 
 def varlen_packed(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, meta: AttnMeta
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, meta: AttnMeta, *, inflated: bool = False
 ) -> torch.Tensor:
     """Torch fallback on real GPU varlen attention (flash) over the packed buffer.
 
     varlen_attn has no padded-offset argument: with padding between sequences, the real rows are
     gathered into a dense buffer, attended with the real cu_seqlens and scattered back (pad rows
     zero, as TE's fused backend does). In the verl convention the buffer goes in unchanged.
+    ``inflated``: the gathered call gets the plan's ``max_seqlen`` (an upper bound, R-STATIC-2)
+    instead of the dense buffer's own longest sequence.
     """
     from torch.nn.attention.varlen import varlen_attn
 
@@ -151,9 +158,17 @@ def varlen_packed(
     # The dense buffer's own longest sequence (not the padded max_seqlen): the kernel then gets
     # the same arguments whatever the padding, so bucket on/off is bit-identical by construction.
     longest = max(n for _, n in segs)
-    oc = varlen_attn(qc, kc, vc, cu, cu, longest, longest, **kwargs)
+    max_q, max_kv = (meta.max_seqlen_q, meta.max_seqlen_kv) if inflated else (longest, longest)
+    oc = varlen_attn(qc, kc, vc, cu, cu, max_q, max_kv, **kwargs)
     assert isinstance(oc, torch.Tensor)
     return q.new_zeros(q.shape).index_copy(0, idx, oc)
+
+
+def varlen_inflated(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, meta: AttnMeta
+) -> torch.Tensor:
+    """``varlen_packed`` with the plan's (static) max_seqlen on every call."""
+    return varlen_packed(q, k, v, meta, inflated=True)
 
 
 AttnFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, AttnMeta], torch.Tensor]

@@ -14,9 +14,10 @@ from .fp32_reference import Result
 
 
 def real_rows(packed: torch.Tensor, plan: Any) -> list[torch.Tensor]:
-    """Each sequence's real rows of a cp=1 buffer, read straight from the plan (R-META-6)."""
+    """Each real sequence's rows of a cp=1 buffer, read straight from the plan (R-META-6): the
+    first ``num_seqs`` entries (R-META-7); entries past them hold no real rows (R-STATIC-1)."""
     start = torch.as_tensor(plan.cu_seqlens_padded).tolist()
-    lens = torch.as_tensor(plan.seqlens).tolist()
+    lens = torch.as_tensor(plan.seqlens).tolist()[: int(plan.num_seqs)]
     return [packed[s : s + n] for s, n in zip(start, lens, strict=False)]
 
 
