@@ -18,6 +18,7 @@ from .config import LAYOUTS, PackConfig
 from .pack import check_batch, check_pad_value, pack_batch
 from .plan import host_lengths, plan_with_host
 from .unpack import check_shards, unpack_flat
+from .verl_slots import apply_slots, slot_fixes
 
 
 def _megatron() -> tuple[Any, Any]:
@@ -30,8 +31,76 @@ def _megatron() -> tuple[Any, Any]:
 
 def packed_seq_params_fields(cls: Any) -> set[str]:
     """Constructor arguments of the installed `PackedSeqParams` (they change across versions;
-    for a dataclass, its init fields)."""
-    return set(inspect.signature(cls).parameters)
+    for a dataclass, its init fields). A `**kwargs` catch-all is not listed here: see
+    `accepts_any_field`."""
+    return {name for name, p in inspect.signature(cls).parameters.items()
+            if p.kind is not inspect.Parameter.VAR_KEYWORD}
+
+
+def accepts_any_field(cls: Any) -> bool:
+    """True when the constructor takes `**kwargs`: verl (and the test stubs of verl and other
+    trainers) treat such a `PackedSeqParams` as supporting every field."""
+    return any(p.kind is inspect.Parameter.VAR_KEYWORD
+               for p in inspect.signature(cls).parameters.values())
+
+
+def supports_field(cls: Any, name: str) -> bool:
+    return accepts_any_field(cls) or name in packed_seq_params_fields(cls)
+
+
+# Fields an older PackedSeqParams may lack without losing information: the *_padded offsets
+# equal cu_seqlens_q/kv (R-MEG-1), and the partition mode is "zigzag" (Megatron's default) or
+# irrelevant (cp = 1; contiguous cp > 1 without the field is refused first, R-MEG-2).
+_REDUNDANT = frozenset({"cu_seqlens_q_padded", "cu_seqlens_kv_padded", "cp_partition_mode"})
+
+
+def build_params(cls: Any, fields: dict[str, Any]) -> Any:
+    """`cls(**fields)`, leaving out only redundant fields the class does not take; any other
+    field it lacks is a TypeError naming it, never a silently dropped value (R-MEG-1)."""
+    if accepts_any_field(cls):
+        return cls(**fields)
+    names = packed_seq_params_fields(cls)
+    missing = [k for k in fields if k not in names and k not in _REDUNDANT]
+    if missing:
+        raise TypeError(
+            f"PackedSeqParams ({cls.__module__}.{cls.__qualname__}) takes no field "
+            f"{missing[0]}={fields[missing[0]]!r}; the pack needs it"
+        )
+    return cls(**{k: v for k, v in fields.items() if k in names})
+
+
+def _layout_error(cp_layout: Any) -> ValueError:
+    """R-ERR-4 in our wording, with verl 0.9.1's text (which callers' tests match) first."""
+    return ValueError(f"Unsupported context parallel layout: {cp_layout} (cp_layout must be "
+                      f"'zigzag' or 'contiguous', got cp_layout={cp_layout!r})")
+
+
+def _config(tp: int, cp: int, cp_layout: str, fp8: Any, bucket: Any, mlr: Any) -> PackConfig:
+    """The PackConfig of verl's arguments; a rejection keeps our field-and-value message and
+    carries verl 0.9.1's text where verl raises the same class for the same value."""
+    try:
+        return PackConfig(tp_size=tp, cp_size=cp, cp_layout=cp_layout, fp8=fp8, bucket=bucket,
+                          min_local_rows=mlr)
+    except (TypeError, ValueError) as exc:
+        verl = _verl_text(exc, bucket, mlr)
+        if verl is None:
+            raise
+        raise type(exc)(f"{verl} ({exc})") from None
+
+
+def _verl_text(exc: Exception, bucket: Any, mlr: Any) -> str | None:
+    """What verl 0.9.1's preprocess_thd_engine says for the same bad value, when its exception
+    has the class of ours (texts taken from running the 0.9.1 wheel)."""
+    if "bucket" in str(exc):
+        if isinstance(exc, ValueError) and type(bucket) is int:  # 0 or negative
+            return "pad_to_length_bucket must be a positive integer"
+        if isinstance(exc, TypeError) and isinstance(bucket, float) and bucket > 0:
+            return "'float' object cannot be interpreted as an integer"  # math.lcm
+        if isinstance(exc, TypeError) and not isinstance(bucket, (bool, int, float)):
+            return f"'<=' not supported between instances of '{type(bucket).__name__}' and 'int'"
+    if "min_local_rows" in str(exc) and isinstance(exc, TypeError) and isinstance(mlr, str):
+        return "'<' not supported between instances of 'Tensor' and 'str'"
+    return None
 
 
 def _cp_info(mpu: Any, local_cp_size: int | None, group: Any = None) -> tuple[int, int, Any]:
@@ -73,23 +142,17 @@ def preprocess_thd_engine(
     """
     mpu, packed_seq_params_cls = _megatron()
     if cp_layout not in LAYOUTS:
-        raise ValueError(f"cp_layout must be 'zigzag' or 'contiguous', got {cp_layout!r}")
+        raise _layout_error(cp_layout)
     tp = mpu.get_tensor_model_parallel_world_size()
     cp, rank, group = _cp_info(mpu, local_cp_size)
-    config = PackConfig(
-        tp_size=tp,
-        cp_size=cp,
-        cp_layout=cp_layout,
-        fp8=use_fp8_padding,
-        bucket=pad_to_length_bucket,
-        min_local_rows=min_local_rows,
-    )
-    fields = packed_seq_params_fields(packed_seq_params_cls)
-    if cp_layout != "zigzag" and cp > 1 and "cp_partition_mode" not in fields:  # R-MEG-2
+    config = _config(tp, cp, cp_layout, use_fp8_padding, pad_to_length_bucket, min_local_rows)
+    has_mode = supports_field(packed_seq_params_cls, "cp_partition_mode")
+    if cp_layout != "zigzag" and cp > 1 and not has_mode:  # R-MEG-2
         raise ValueError(
-            f"cp_layout={cp_layout!r} with cp_size={cp} needs PackedSeqParams.cp_partition_mode, "
-            "which the installed megatron-core does not provide; use cp_layout='zigzag' or a "
-            "megatron-core that has it"
+            f"cp_layout='{cp_layout}' requires PackedSeqParams.cp_partition_mode, which this "
+            "Megatron-core version does not provide. Upgrade Megatron-core or use the zigzag "
+            f"layout. (cp_layout={cp_layout!r} with cp_size={cp}: the installed megatron-core's "
+            "PackedSeqParams has no cp_partition_mode)"
         )
     if not isinstance(input_ids, torch.Tensor) or not input_ids.is_nested:
         raise TypeError(f"input_ids must be a jagged nested tensor, got {type(input_ids).__name__}")
@@ -97,23 +160,30 @@ def preprocess_thd_engine(
     fill = check_pad_value(0, batch.dtype)  # verl pads with zeros
     plan, padded, cu_padded = plan_with_host(batch.lengths, config)
     cu = plan.cu_seqlens_padded.to(device=batch.device, non_blocking=True)
-    candidates: dict[str, Any] = {
+    fields: dict[str, Any] = {
         "qkv_format": "thd",
         "cu_seqlens_q": cu,
+        "max_seqlen_q": plan.max_seqlen,
         "cu_seqlens_kv": cu,
+        "max_seqlen_kv": plan.max_seqlen,
         "cu_seqlens_q_padded": cu,
         "cu_seqlens_kv_padded": cu,
-        "max_seqlen_q": plan.max_seqlen,
-        "max_seqlen_kv": plan.max_seqlen,
-        "cp_partition_mode": cp_layout,
     }
     if local_cp_size is not None:
-        candidates["local_cp_size"] = local_cp_size
-        candidates["cp_group"] = group
-    params = packed_seq_params_cls(**{k: v for k, v in candidates.items() if k in fields})
+        fields["local_cp_size"] = local_cp_size
+        fields["cp_group"] = group
+    if has_mode:  # verl passes it whenever the class takes it
+        fields["cp_partition_mode"] = cp_layout
+    params = build_params(packed_seq_params_cls, fields)
     if not pre_process:
         return input_ids, params, None
     rows, pos = pack_batch(batch, plan, config, rank, need_roll, fill, (padded, cu_padded))
+    src_start = batch.src_start
+    if src_start is None:
+        src_start = plan.cu_seqlens[:-1].to(torch.int64)
+    fix = slot_fixes(batch.lengths, padded, cu_padded, src_start, cp, cp_layout, rank,
+                     plan.local_rows, need_roll)
+    apply_slots(fix, rows, pos, batch.values)  # R-MEG-4, R-MEG-5: verl's slot values
     return rows.unsqueeze(0), params, pos.unsqueeze(0)
 
 
@@ -132,7 +202,7 @@ def postprocess_thd_engine(
     view of one gathered buffer, and the local rank's `output` stays in the autograd graph.
     """
     if cp_layout not in LAYOUTS:
-        raise ValueError(f"cp_layout must be 'zigzag' or 'contiguous', got {cp_layout!r}")
+        raise _layout_error(cp_layout)
     if not post_process:
         return output
     mpu, _ = _megatron()

@@ -12,7 +12,7 @@ from unittest import mock
 import numpy as np
 import torch
 
-from ._megatron_view import params_dict, thd_params, unpack_with_grad
+from ._megatron_view import KwargsParams, params_dict, thd_params, unpack_with_grad
 from .protocol import Config, Meta
 
 _GETTERS = ("get_tensor_model_parallel_world_size", "get_context_parallel_world_size",
@@ -62,6 +62,17 @@ def preprocess(seqs: list[np.ndarray], config: Config, cp_rank: int, *,
         rows, params, pos = megatron.preprocess_thd_engine(nested, **kwargs)
     assert pos is not None  # pre_process=True
     return rows.numpy(), params_dict(params), pos.numpy()
+
+
+def preprocess_kwargs(seqs: list[np.ndarray], config: Config, cp_rank: int, *,
+                      need_roll: bool = False) -> tuple[np.ndarray, dict[str, Any], np.ndarray]:
+    """preprocess_thd_engine with megatron-core's PackedSeqParams replaced by a stub whose
+    constructor takes `**kwargs` (R-MEG-4); the view adds `given`, the fields it received."""
+    from megatron.core import packed_seq_params
+
+    with mock.patch.object(packed_seq_params, "PackedSeqParams", KwargsParams):
+        rows, view, pos = preprocess(seqs, config, cp_rank, need_roll=need_roll)
+    return rows, view, pos
 
 
 def _input_ids(meta: Meta) -> tuple[Any, int]:

@@ -14,6 +14,16 @@ PARAMS_FIELDS = ("qkv_format", "cu_seqlens_q", "cu_seqlens_kv", "cu_seqlens_q_pa
                  "cu_seqlens_kv_padded", "max_seqlen_q", "max_seqlen_kv", "cp_partition_mode")
 
 
+class KwargsParams:
+    """A PackedSeqParams stand-in whose constructor takes `**kwargs` (as verl's own tests and
+    other trainers' tests stub it): it keeps exactly the fields it was given."""
+
+    def __init__(self, **fields: Any) -> None:
+        self.given = sorted(fields)
+        for key, value in fields.items():
+            setattr(self, key, value)
+
+
 def params_dict(params: Any) -> dict[str, Any]:
     """The PackedSeqParams fields R-MEG-1/2 speak of, as NumPy (absent fields left out)."""
     out: dict[str, Any] = {}
@@ -21,6 +31,8 @@ def params_dict(params: Any) -> dict[str, Any]:
         if hasattr(params, key):
             value = getattr(params, key)
             out[key] = value.numpy() if isinstance(value, torch.Tensor) else value
+    if isinstance(params, KwargsParams):
+        out["given"] = params.given
     return out
 
 

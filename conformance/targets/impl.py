@@ -77,7 +77,7 @@ class ImplTarget:
          "megatron_checks", "api_type_checks", "native_scalars", "local_gather",
          "simulated_megatron", "bucket", "fp8", "min_local_rows", "zero_length",
          "trailing_dims", "large_totals", "config_checks",
-         "float8"}
+         "float8", "kwargs_params"}
     )
     # impl.pack_thd also takes a jagged nested tensor (with or without gaps between the
     # sequences in its values buffer) and a flat values tensor with lengths= (R-IN-1).
@@ -217,6 +217,14 @@ class ImplTarget:
         from . import _megatron_impl
 
         return _megatron_impl.preprocess(seqs, config, cp_rank, need_roll=need_roll)
+
+    def megatron_preprocess_kwargs(
+        self, seqs: list[np.ndarray], config: Config, cp_rank: int, *, need_roll: bool = False
+    ) -> tuple[np.ndarray, dict[str, Any], np.ndarray]:
+        """Capability `kwargs_params`: preprocess with a `**kwargs` PackedSeqParams stub."""
+        from . import _megatron_impl
+
+        return _megatron_impl.preprocess_kwargs(seqs, config, cp_rank, need_roll=need_roll)
 
     def distributed_unpack(
         self, rows: np.ndarray, meta: Meta, config: Config, cp_rank: int, group: Any

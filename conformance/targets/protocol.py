@@ -75,6 +75,9 @@ CAPABILITIES: dict[str, str] = {
     "newer megatron-core (PackedSeqParams.cp_partition_mode; dynamic CP groups for "
     "local_cp_size), so the contiguous layout (R-MEG-2) and dynamic CP reach the adapter's code "
     "on an installed release that lacks them",
+    "kwargs_params": "megatron_preprocess_kwargs(seqs, config, cp_rank, *, need_roll) runs "
+    "preprocess with a PackedSeqParams whose constructor takes **kwargs (verl's test stub): "
+    "every field passed (R-MEG-4), contiguous cp > 1 accepted, verl's slot values (R-MEG-6, -7)",
     "native_scalars": "native_scalar(value) returns the implementation's own 0-d array holding a "
     "Python scalar, used as a config field or cp_rank (spec section 0: integers, bools)",
     "large_totals": "pack and unpack of a total of 2**25 rows (32 MiB of int8 over 2 ranks) "

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from . import _wheel
-from ._megatron_view import params_dict, thd_params, unpack_with_grad
+from ._megatron_view import KwargsParams, params_dict, thd_params, unpack_with_grad
 from .protocol import Config, Meta
 
 EXPECTED_VERSION = "0.9.1"
@@ -84,10 +84,20 @@ def _locate_util() -> tuple[Path, str]:
                          f"verl=={EXPECTED_VERSION} with --no-deps")
 
 
-def load_util() -> types.ModuleType:
-    """Execute util.py alone under a private module name, with stubs for verl's own imports."""
+def load_util(packed_seq_params: Any = None) -> types.ModuleType:
+    """Execute util.py alone under a private module name, with stubs for verl's own imports.
+
+    `packed_seq_params`: a class that verl's module takes as megatron-core's `PackedSeqParams`
+    (verl probes its constructor once, at import), e.g. a test stub with a `**kwargs`
+    constructor; None keeps the installed megatron-core's.
+    """
     path, _ = _locate_util()
     stubs = {name: types.ModuleType(name) for name in _STUBS}
+    if packed_seq_params is not None:
+        import megatron.core.packed_seq_params  # noqa: F401 - the real package first
+
+        name = "megatron.core.packed_seq_params"
+        stubs[name] = _wheel.stub_module(name, {"PackedSeqParams": packed_seq_params})
     stubs["verl"].__path__ = []
     stubs["verl.utils"].__path__ = []
     stubs["verl.utils.device"].is_npu_available = False  # type: ignore[attr-defined]
@@ -107,12 +117,14 @@ class VerlTarget:
 
     def __init__(self) -> None:
         self.util = load_util()
+        self._kwargs_util: Any = None
         _, self.version = _locate_util()
         self.description = f"verl {self.version} verl/models/mcore/util.py (standalone)"
         # verl 0.9.1's preprocess_thd_engine takes pad_to_length_bucket, use_fp8_padding and
         # min_local_rows, and packs empty sequences and trailing dims (nested jagged tensors).
         caps = {"need_roll", "unpack", "megatron", "distributed", "bucket", "fp8",
-                "min_local_rows", "zero_length", "trailing_dims", "config_checks"}
+                "min_local_rows", "zero_length", "trailing_dims", "config_checks",
+                "kwargs_params"}
         # Feature probe: the contiguous layout needs PackedSeqParams.cp_partition_mode.
         if self.util._PACKED_SEQ_PARAMS_HAS_CP_PARTITION_MODE:
             caps.add("contiguous")
@@ -143,16 +155,17 @@ class VerlTarget:
         }
 
     def _call_pre(
-        self, seqs: list[np.ndarray], config: Config, cp_rank: int, need_roll: bool
+        self, seqs: list[np.ndarray], config: Config, cp_rank: int, need_roll: bool,
+        util: Any = None,
     ) -> tuple[torch.Tensor, Any, torch.Tensor]:
         cfg = {"tp_size": 1, "cp_size": 1, "cp_layout": "zigzag", "fp8": False, "bucket": None,
                "min_local_rows": None, **config}
         nested = torch.nested.nested_tensor(
             [torch.from_numpy(np.ascontiguousarray(s)) for s in seqs], layout=torch.jagged
         )
-        self.util.mpu = FakeParallelState(  # type: ignore[attr-defined]
-            cfg["tp_size"], cfg["cp_size"], cp_rank)
-        rows, params, pos = self.util.preprocess_thd_engine(
+        util = self.util if util is None else util
+        util.mpu = FakeParallelState(cfg["tp_size"], cfg["cp_size"], cp_rank)
+        rows, params, pos = util.preprocess_thd_engine(
             nested, pre_process=True, need_roll=need_roll, use_fp8_padding=cfg["fp8"],
             local_cp_size=None, min_local_rows=cfg["min_local_rows"],
             pad_to_length_bucket=cfg["bucket"], cp_layout=cfg["cp_layout"],
@@ -182,6 +195,16 @@ class VerlTarget:
         self, seqs: list[np.ndarray], config: Config, cp_rank: int, *, need_roll: bool = False
     ) -> tuple[np.ndarray, dict[str, Any], np.ndarray]:
         rows, params, pos = self._call_pre(seqs, config, cp_rank, need_roll)
+        return rows.numpy(), params_dict(params), pos.numpy()
+
+    def megatron_preprocess_kwargs(
+        self, seqs: list[np.ndarray], config: Config, cp_rank: int, *, need_roll: bool = False
+    ) -> tuple[np.ndarray, dict[str, Any], np.ndarray]:
+        """Capability `kwargs_params`: util.py loaded a second time with a PackedSeqParams whose
+        constructor takes `**kwargs` (verl probes it at import), so contiguous cp > 1 runs."""
+        if self._kwargs_util is None:
+            self._kwargs_util = load_util(KwargsParams)
+        rows, params, pos = self._call_pre(seqs, config, cp_rank, need_roll, self._kwargs_util)
         return rows.numpy(), params_dict(params), pos.numpy()
 
     def _post(self, output: torch.Tensor, meta: Meta, config: Config, cp_rank: int,

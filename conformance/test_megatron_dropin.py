@@ -1,0 +1,179 @@
+"""The Megatron adapter as a drop-in for verl 0.9.1 (spec section 12, R-MEG-4 to R-MEG-7):
+PackedSeqParams fields under a `**kwargs` constructor, verl's error texts, and verl's values in
+the slots `pack_thd` leaves unspecified (oracle: conformance/_megatron_slots.py)."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import example, given
+
+import reference
+
+from . import harness as h
+from ._megatron_slots import slot_values
+from .strategies import Batch, PackCase, batches, configs, pack_cases
+
+CAPS = h.caps()
+THD_FIELDS = ("qkv_format", "cu_seqlens_q", "cu_seqlens_kv", "cu_seqlens_q_padded",
+              "cu_seqlens_kv_padded", "max_seqlen_q", "max_seqlen_kv")
+
+
+def _has_cp_partition_mode() -> bool:
+    from megatron.core.packed_seq_params import PackedSeqParams
+
+    return "cp_partition_mode" in inspect.signature(PackedSeqParams.__init__).parameters
+
+
+def check_slots(case: PackCase, seqs: list[np.ndarray], rank: int, rows: np.ndarray,
+                pos: np.ndarray, params: dict[str, Any]) -> None:
+    """The plan first (a different plan is R-META-3's, errata E-1/E-2), then every slot."""
+    cfg = h.ref_config(case.config)
+    plan = reference.plan_thd(list(case.batch.lengths), cfg)
+    cu = np.asarray(params["cu_seqlens_q_padded"])
+    if not np.array_equal(cu, plan.cu_seqlens_padded):
+        raise h.RuleViolation(f"rank {rank}: cu_seqlens_q_padded {cu.tolist()}, spec "
+                              f"{plan.cu_seqlens_padded.tolist()}", {"R-META-3"})
+    for k, (want_pos, label) in slot_values(seqs, cfg, rank, case.need_roll).items():
+        if int(pos[k]) != want_pos:
+            rule = "R-MEG-6" if label is None else "R-MEG-7"
+            raise h.RuleViolation(f"rank {rank} row {k}: position id {int(pos[k])}, verl "
+                                  f"0.9.1 {want_pos}", {rule})
+        if label is not None and not h.same_bits(rows[k], label.astype(rows.dtype)):
+            raise h.RuleViolation(f"rank {rank} row {k} (a last real token): label "
+                                  f"{rows[k].tolist()}, verl 0.9.1 {label.tolist()}", {"R-MEG-7"})
+
+
+@h.needs("megatron")
+@pytest.mark.rules("R-MEG-6", "R-MEG-7")
+@h.prop_settings(0.5)
+@example(PackCase(config={"cp_size": 2}, batch=Batch((3, 5)), need_roll=False))
+@example(PackCase(config={"cp_size": 2}, batch=Batch((4, 3)), need_roll=True))
+@example(PackCase(config={"tp_size": 2}, batch=Batch((2, 1, 4)), need_roll=True))
+@example(PackCase(config={"cp_size": 3, "min_local_rows": 9}, batch=Batch((5,)), need_roll=True))
+@example(PackCase(config={"cp_layout": "contiguous", "tp_size": 3}, batch=Batch((4, 2)),
+                  need_roll=True))
+@given(pack_cases(caps=CAPS, config=configs(caps=CAPS, contiguous_cp=_has_cp_partition_mode()),
+                  batch=batches(max_batch=8, budget=200, caps=CAPS)))
+def test_verl_slot_values(case: PackCase) -> None:
+    """preprocess_thd_engine on every rank gives verl 0.9.1's position ids on padding rows
+    (R-MEG-6) and, under need_roll, verl's label and position id at each sequence's last real
+    token (R-MEG-7)."""
+    h.assume_declared(case)
+    case = PackCase(config=case.config, batch=case.batch, need_roll=case.need_roll)  # pad 0
+    seqs = case.batch.arrays()
+    for rank in range(case.cp_size):
+        rows, params, pos = h.target().megatron_preprocess(seqs, dict(case.config), rank,
+                                                           need_roll=case.need_roll)
+        check_slots(case, seqs, rank, rows[0], pos[0], params)
+
+
+@h.needs("kwargs_params")
+@pytest.mark.rules("R-MEG-4", "R-MEG-1", "R-MEG-6", "R-MEG-7")
+@h.prop_settings(0.5)
+@example(PackCase(config={"cp_size": 2, "cp_layout": "contiguous"}, batch=Batch((5, 3)),
+                  need_roll=True))
+@example(PackCase(config={"cp_size": 3, "cp_layout": "contiguous", "bucket": 12},
+                  batch=Batch((2, 0, 7)), need_roll=False))
+@given(pack_cases(caps=CAPS | {"contiguous"}, config=configs(caps=CAPS | {"contiguous"},
+                                                             contiguous_cp=True),
+                  batch=batches(max_batch=8, budget=200, caps=CAPS)))
+def test_kwargs_packed_seq_params(case: PackCase) -> None:
+    """A PackedSeqParams whose constructor takes **kwargs (verl's test stub) receives every
+    field, cp_partition_mode says the layout, contiguous cp > 1 is accepted (verl accepts it),
+    and rows, position ids and slots are as with the real class (R-MEG-4)."""
+    h.assume_declared(case, config={**case.config, "cp_layout": "zigzag"})
+    case = PackCase(config=case.config, batch=case.batch, need_roll=case.need_roll)
+    seqs = case.batch.arrays()
+    want = h.run_reference(case, seqs)
+    results = []
+    layout = case.config.get("cp_layout", "zigzag")
+    for rank in range(case.cp_size):
+        rows, params, pos = h.target().megatron_preprocess_kwargs(
+            seqs, dict(case.config), rank, need_roll=case.need_roll)
+        given_fields = set(params.get("given", ()))
+        missing = sorted((set(THD_FIELDS) | {"cp_partition_mode"}) - given_fields)
+        if missing:
+            raise h.RuleViolation(f"rank {rank}: a **kwargs PackedSeqParams got no {missing} "
+                                  f"(it was given {sorted(given_fields)})", {"R-MEG-4"})
+        if params["cp_partition_mode"] != layout:
+            raise h.RuleViolation(f"rank {rank}: cp_partition_mode "
+                                  f"{params['cp_partition_mode']!r}, layout {layout!r}",
+                                  {"R-MEG-4"})
+        check_slots(case, seqs, rank, rows[0], pos[0], params)
+        results.append(h.RankResult(rows[0], pos[0], None))
+    h.check_rows(case, results, want)
+    h.check_positions(case, results, want)
+
+
+def _nested(lengths: tuple[int, ...]) -> Any:
+    import torch
+
+    return torch.nested.nested_tensor([torch.arange(n) for n in lengths], layout=torch.jagged)
+
+
+VERL_TEXTS: dict[str, tuple[dict[str, Any], dict[str, Any], type[Exception], str]] = {
+    "layout": ({"cp_layout": "interleaved"}, {}, ValueError,
+               "Unsupported context parallel layout: interleaved"),
+    "bucket-0": ({"pad_to_length_bucket": 0}, {}, ValueError,
+                 "pad_to_length_bucket must be a positive integer"),
+    "bucket-negative": ({"pad_to_length_bucket": -4}, {"cp_size": 2}, ValueError,
+                        "pad_to_length_bucket must be a positive integer"),
+    "bucket-float": ({"pad_to_length_bucket": 2.5}, {}, TypeError,
+                     "'float' object cannot be interpreted as an integer"),
+    "bucket-str": ({"pad_to_length_bucket": "8"}, {}, TypeError,
+                   "'<=' not supported between instances of 'str' and 'int'"),
+}
+
+
+@h.needs("megatron_checks")
+@pytest.mark.rules("R-MEG-5", "R-ERR-3", "R-ERR-4")
+@pytest.mark.parametrize("name", sorted(VERL_TEXTS))
+def test_error_texts_contain_verl(name: str) -> None:
+    """Each message has verl 0.9.1's text for the same input (taken from running the wheel),
+    and still names the field and the value."""
+    adapter, config, cls, text = VERL_TEXTS[name]
+    got = h.outcome(lambda: h.target().megatron_preprocess_as_is(_nested((3, 2)), config, 0,
+                                                                 **adapter))
+    if not isinstance(got, cls):
+        raise h.RuleViolation(f"{adapter}: expected {cls.__name__}, got {got!r}", {"R-MEG-5"})
+    if text not in str(got):
+        raise h.RuleViolation(f"{adapter}: the message {str(got)!r} lacks verl's {text!r}",
+                              {"R-MEG-5"})
+    field = "cp_layout" if "cp_layout" in adapter else "bucket"
+    if not h._names(field, str(got)):
+        raise h.RuleViolation(f"{adapter}: the message {str(got)!r} does not name {field}",
+                              {"R-ERR-3" if field == "bucket" else "R-ERR-4"})
+
+
+@h.needs("megatron_checks")
+@pytest.mark.rules("R-MEG-5", "R-MEG-2")
+def test_contiguous_refusal_contains_verl_text() -> None:
+    """Contiguous cp > 1 without cp_partition_mode: ValueError with verl's text (R-MEG-5)."""
+    if _has_cp_partition_mode():
+        pytest.skip("the installed megatron-core has cp_partition_mode: nothing is refused")
+    got = h.outcome(lambda: h.target().megatron_preprocess_as_is(
+        _nested((3, 2)), {"cp_size": 2}, 0, cp_layout="contiguous"))
+    text = ("cp_layout='contiguous' requires PackedSeqParams.cp_partition_mode, which this "
+            "Megatron-core version does not provide. Upgrade Megatron-core or use the zigzag "
+            "layout.")
+    if not isinstance(got, ValueError) or text not in str(got):
+        raise h.RuleViolation(f"contiguous cp=2: expected ValueError with verl's text, got "
+                              f"{got!r}", {"R-MEG-5"})
+
+
+@h.needs("megatron_checks")
+@pytest.mark.rules("R-MEG-5", "R-ERR-4")
+def test_postprocess_layout_text_contains_verl() -> None:
+    """postprocess_thd_engine with an unknown cp_layout: verl's text too."""
+    config = {"tp_size": 1}
+    seqs = [np.arange(3, dtype=np.int64), np.arange(2, dtype=np.int64)]
+    rows, _, meta = h.target().pack(seqs, config, 0)
+    got = h.outcome(lambda: h.target().megatron_postprocess(rows[None], meta, config,
+                                                            cp_layout="interleaved"))
+    if not isinstance(got, ValueError) or \
+            "Unsupported context parallel layout: interleaved" not in str(got):
+        raise h.RuleViolation(f"postprocess cp_layout='interleaved': got {got!r}", {"R-MEG-5"})
