@@ -6,7 +6,8 @@
 real row under `need_roll` (R-ROLL-2). A drop-in for verl must give verl's value wherever that
 value is deterministic and no erratum applies, so the Megatron adapter corrects those slots after
 `pack_batch`: one `masked_fill_` of position ids (to 0), one `index_put_` of at most two position
-ids per sequence, one `index_copy_` of at most one label row per sequence. The table is built on
+ids per sequence, one `index_copy_` of at most one label row per sequence (the last two also
+when empty, so the op count does not depend on the data). The table is built on
 the host from the plan's lengths with a constant number of CPU tensor ops, so the correction
 keeps impl's fixed op count and does no device-to-host copy. No row is gathered twice: the
 packer is impl's, this only overwrites slots.
@@ -110,11 +111,12 @@ def apply_slots(fix: SlotFix, rows: torch.Tensor, pos: torch.Tensor,
                        torch.ones_like(b)))
         mask = second_sums(n, at, z, torch.int8, device).view(torch.bool)
         pos.masked_fill_(mask, 0)
-    if fix.pos_rows.numel():
-        pos.index_put_((_to(fix.pos_rows, device),), _to(fix.pos_vals, device))
-    if fix.copy_dst.numel():
-        if values is None:
+    # Unconditional (an empty index is a no-op), so the op count does not depend on the data.
+    pos.index_put_((_to(fix.pos_rows, device),), _to(fix.pos_vals, device))
+    if values is None:
+        if fix.copy_dst.numel():
             raise AssertionError("label slots need the batch's values buffer")
-        view = bits_view(rows.dtype)
-        src = as_dtype(values, view).index_select(0, _to(fix.copy_src, device))
-        as_dtype(rows, view).index_copy_(0, _to(fix.copy_dst, device), src)
+        return
+    view = bits_view(rows.dtype)
+    src = as_dtype(values, view).index_select(0, _to(fix.copy_src, device))
+    as_dtype(rows, view).index_copy_(0, _to(fix.copy_dst, device), src)
