@@ -140,9 +140,11 @@ def plan_with_host(
     if config.tail == "last":
         if total != s:  # R-TOTAL-5: every total-level row goes onto the last sequence
             padded = torch.cat((padded[:-1], padded[-1:] + (total - s)))
-    elif total != s or config.max_num_seqs is not None:  # R-TAIL-1: segment B, L = 0
+    elif total != s:  # R-TAIL-1: segment B, L = 0
         padded = torch.cat((padded, torch.tensor([total - s])))
         segments = max(segments, b + 1)
+    # With max_num_seqs and T == S, entry B (the reserved segment, P = 0) is the first of the
+    # zero-length entries below: the same data.
     if segments > padded.numel():  # R-STATIC-1: zero-length entries at the end
         padded = F.pad(padded, (0, segments - padded.numel()))
     if segments > b:
