@@ -213,7 +213,7 @@ def check_tp_split(outputs: Sequence[Any], config: Mapping[str, Any]) -> None:
 
 def check_fp8_split(outputs: Sequence[Any], config: Mapping[str, Any]) -> None:
     """R-CONSUMER-5: with FP8, every TP slice of a rank holds a multiple of the recipe's q rows
-    (R-FP8-1: 16 for fp8=True and 'tensor', 32 'mxfp8', 128 'block' and 'nvfp4'), i.e. n / tp
+    (R-FP8-1: 16 for fp8=True, 'tensor' and 'block', 32 'mxfp8', 128 'nvfp4'), i.e. n / tp
     an integer divisible by q."""
     lay = Layout.of(config)
     n = rank_rows(outputs)

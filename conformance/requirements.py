@@ -12,9 +12,10 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-# R-FP8-1: rows per GEMM each FP8 recipe needs (TE's get_align_size_for_quantization); fp8=True
-# is verl's boolean, whose GEMM need is tensor scaling's 16.
-FP8_QUANTUM = {"tensor": 16, "mxfp8": 32, "block": 128, "nvfp4": 128}
+# R-FP8-1: rows per GEMM each FP8 recipe needs (TE's get_align_size_for_quantization: 16 for
+# every built-in recipe but MXFP8 32 and NVFP4 128, Float8BlockScaling included); fp8=True is
+# verl's boolean, whose GEMM need is tensor scaling's 16.
+FP8_QUANTUM = {"tensor": 16, "mxfp8": 32, "block": 16, "nvfp4": 128}
 
 
 def _sizes(config: Mapping[str, Any]) -> tuple[int, int, int]:

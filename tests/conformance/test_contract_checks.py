@@ -383,19 +383,20 @@ def test_fp8_and_contiguous_conventions_pass() -> None:
 @pytest.mark.parametrize(
     ("fp8", "rows", "ok"),
     [(True, 32, True), ("tensor", 32, True), ("mxfp8", 32, False), ("mxfp8", 64, True),
-     ("block", 64, False), ("block", 256, True), ("nvfp4", 128, False), ("nvfp4", 256, True)],
+     ("block", 16, False), ("block", 32, True), ("nvfp4", 128, False), ("nvfp4", 256, True)],
 )
 def test_fp8_recipe_quantum(fp8: Any, rows: int, ok: bool) -> None:
     """R-CONSUMER-5: tp 2, `rows` rows per rank, so rows / 2 per TP slice: a multiple of 16 is
     enough for fp8=True and 'tensor', MXFP8 needs 32 (the tp * 16 padding that trips TE's
-    divisible-by-32 assertion), block scaling and NVFP4 128."""
+    divisible-by-32 assertion), block scaling 16 (TE's get_align_size_for_quantization), NVFP4
+    128."""
     seqs = canonical([5])
     config = {"tp_size": 2, "fp8": fp8}
     outputs = build(seqs, [rows])
     if ok:
         c.check_pack(seqs, outputs, config)
         return
-    q = {"mxfp8": 32, "block": 128, "nvfp4": 128}[fp8]
+    q = {"mxfp8": 32, "block": 16, "nvfp4": 128}[fp8]
     fails("R-CONSUMER-5", rf"fp8={fp8!r}: each TP slice holds {rows} / 2 = {rows // 2} rows, "
           f"not a multiple of {q}", seqs, outputs, config)
 
