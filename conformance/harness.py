@@ -17,8 +17,15 @@ from hypothesis import assume, settings
 
 import reference
 
+from . import requirements as req
 from .strategies import PackCase, declined, unknown_fields
-from .targets.protocol import BASE_FEATURES, CAPABILITIES, declared_capabilities
+from .targets.protocol import (
+    BASE_FEATURES,
+    CAPABILITIES,
+    CONVENTION_DEFAULTS,
+    CONVENTION_VALUES,
+    declared_capabilities,
+)
 from .verdicts import RuleViolation as RuleViolation  # re-exported: tests raise h.RuleViolation
 from .verdicts import TargetError as TargetError
 
@@ -102,6 +109,21 @@ def declined_by(config: dict[str, Any] | None = None, lengths: Any = None,
         out.append("need_roll")
     if not (type(pad_value) is int and pad_value == 0) and "pad_value" not in caps():
         out.append("pad_value")
+    return out
+
+
+def with_convention(config: dict[str, Any]) -> dict[str, Any]:
+    """The config with the target's fixed convention filled in where it leaves a field out (a
+    hand-written config of a test about something else, such as the caller's arrays or a
+    rejection, then runs under the target's convention, for the target and the reference)."""
+    out = dict(config)
+    have = caps()
+    for key, values in CONVENTION_VALUES.items():
+        if key in out or values[CONVENTION_DEFAULTS[key]] in (None, *have):
+            continue
+        others = [v for v, cap in values.items() if cap is not None and cap in have]
+        if len(others) == 1:
+            out[key] = others[0]
     return out
 
 
@@ -333,15 +355,23 @@ def check_positions(case: PackCase, got: list[RankResult], want: list[RankResult
         bad = np.flatnonzero(np.asarray(pos_spec) & (g.pos != w.pos))
         if bad.size:
             k = int(bad[0])
+            src = reference.row_map(w.meta, cfg, rank)[k]
+            rule = ("R-ROLL-1" if case.need_roll else
+                    "R-TAIL-2" if not src.real and src.seq >= num_seqs(w.meta) else "R-POS-2")
             raise RuleViolation(
                 f"{describe_row(w.meta, case.config, rank, k)}: target position id "
                 f"{int(g.pos[k])}, spec {int(w.pos[k])} ({bad.size} ids differ on this rank)",
-                {"R-ROLL-1" if case.need_roll else "R-POS-2"},
+                {rule},
             )
 
 
 META_ARRAYS = ("seqlens", "seqlens_padded", "cu_seqlens", "cu_seqlens_padded")
-META_INTS = ("max_seqlen", "total", "local_rows")
+META_INTS = ("max_seqlen", "total", "local_rows", "num_seqs")
+
+
+def num_seqs(plan: Any) -> int:
+    """B of a reference plan (spec 1.1's `num_seqs`; before it, one entry per sequence)."""
+    return int(getattr(plan, "num_seqs", len(plan.seqlens)))
 
 
 def meta_mismatches(meta: dict[str, Any], plan: Any) -> list[str]:
@@ -356,7 +386,7 @@ def meta_mismatches(meta: dict[str, Any], plan: Any) -> list[str]:
         if got.shape != want.shape or not np.array_equal(got, want):
             problems.append(f"{key} {got.tolist()}, spec {want.tolist()}")
     for key in META_INTS:
-        if key not in meta:
+        if key not in meta or not hasattr(plan, key):
             continue
         got_v, want_v = meta[key], getattr(plan, key)
         if type(got_v) is not int:
@@ -368,23 +398,31 @@ def meta_mismatches(meta: dict[str, Any], plan: Any) -> list[str]:
 
 META_RULES = {"seqlens": "R-META-1", "seqlens_padded": "R-META-1", "cu_seqlens": "R-META-2",
               "cu_seqlens_padded": "R-META-3", "max_seqlen": "R-META-4", "total": "R-META-5",
-              "local_rows": "R-META-5"}
+              "local_rows": "R-META-5", "num_seqs": "R-META-7"}
+
+
+def meta_rules(config: dict[str, Any] | None) -> dict[str, str]:
+    """META_RULES under the config's convention: max_seqlen='total' is R-STATIC-2."""
+    if config is not None and config.get("max_seqlen") == "total":
+        return {**META_RULES, "max_seqlen": "R-STATIC-2"}
+    return META_RULES
 
 
 def check_meta(got: list[RankResult], want: list[RankResult],
                config: dict[str, Any] | None = None) -> None:
-    """R-META-*, and with `config` the stage that explains a wrong padded plan (R-ALIGN-1..3
-    per sequence, R-TOTAL-1..5 for the total): a failure is charged to the most specific rule,
-    so the rules it makes untestable show as blocked by it."""
+    """R-META-*, and with `config` the stage that explains a wrong padded plan (R-ALIGN-1..3,
+    -5 per sequence, R-TOTAL-1..5, R-TAIL-1 for the total and where it goes, R-STATIC-1 for the
+    entries past the real content): a failure is charged to the most specific rule, so the
+    rules it makes untestable show as blocked by it."""
     for rank, (g, w) in enumerate(zip(got, want, strict=True)):
-        shape = segment_count_problems(g.meta, w.meta)
+        shape = segment_count_problems(g.meta, w.meta, config)
         if shape:
             message, rules = shape
             raise RuleViolation(f"rank {rank}: {message}", rules)
         problems = meta_mismatches(g.meta, w.meta)
         if not problems:
             continue
-        rules = {rule for key, rule in META_RULES.items()
+        rules = {rule for key, rule in meta_rules(config).items()
                  if any(p.startswith(key + " ") for p in problems)}
         stage = plan_stage(g.meta, w.meta, config) if config is not None else None
         if stage is not None:
@@ -395,19 +433,28 @@ def check_meta(got: list[RankResult], want: list[RankResult],
         raise RuleViolation(f"rank {rank}: " + "; ".join(problems), rules or {"R-META-1"})
 
 
-def segment_count_problems(meta: dict[str, Any], plan: Any) -> tuple[str, set[str]] | None:
-    """A plan with the wrong number of entries (B + 1 segments: the total padding as its own
-    trailing segment) is a rule verdict on R-META-1 / R-META-3, checked before anything indexes
-    the arrays by sequence."""
-    b = len(plan.seqlens)
+def segment_count_problems(meta: dict[str, Any], plan: Any,
+                           config: dict[str, Any] | None = None
+                           ) -> tuple[str, set[str]] | None:
+    """A plan with the wrong number of entries K is a rule verdict, checked before anything
+    indexes the arrays by sequence: R-META-1 / R-META-3 under the spec's defaults (B + 1
+    segments: the total padding as its own trailing segment), R-TAIL-1 under tail='segment'
+    (the padding segment missing, or there when T = S), R-STATIC-1 with max_num_seqs (not N
+    entries)."""
+    k, b = len(plan.seqlens), num_seqs(plan)
+    config = config or {}
     problems, rules = [], set()
-    for key, want, rule in (("seqlens", b, "R-META-1"), ("seqlens_padded", b, "R-META-1"),
-                            ("cu_seqlens", b + 1, "R-META-2"),
-                            ("cu_seqlens_padded", b + 1, "R-META-3")):
+    for key, want, rule in (("seqlens", k, "R-META-1"), ("seqlens_padded", k, "R-META-1"),
+                            ("cu_seqlens", k + 1, "R-META-2"),
+                            ("cu_seqlens_padded", k + 1, "R-META-3")):
         if key in meta and np.asarray(meta[key]).shape != (want,):
             problems.append(f"{key} has {np.asarray(meta[key]).shape[0]} entries, spec {want} "
                             f"for B = {b}: {np.asarray(meta[key]).tolist()}")
             rules.add(rule)
+    if problems and config.get("max_num_seqs") is not None:
+        rules = {"R-STATIC-1"}
+    elif problems and config.get("tail", "last") == "segment":
+        rules = {"R-TAIL-1"}
     return ("; ".join(problems), rules) if problems else None
 
 
@@ -417,21 +464,30 @@ def plan_stage(meta: dict[str, Any], plan: Any, config: dict[str, Any]
     and total are right, the mismatch is elsewhere in the metadata). The per-sequence stage is
     judged first on every sequence but the last (which also takes the total's surplus)."""
     cfg = ref_config(config)
-    lengths = [int(n) for n in plan.seqlens]
+    b = num_seqs(plan)
+    lengths = [int(n) for n in plan.seqlens][:b]
     cu = np.asarray(meta["cu_seqlens_padded"], dtype=np.int64)
     padded = (np.asarray(meta["seqlens_padded"], dtype=np.int64) if "seqlens_padded" in meta
               else np.diff(cu))
     want_p = np.asarray(plan.seqlens_padded, dtype=np.int64)
-    a0, a = cfg.base_align, cfg.sequence_align
-    for i in range(len(lengths) - 1):
+    a_s, a = req.sequence_base(config), cfg.sequence_align
+    segment = config.get("tail", "last") == "segment"
+    base_rule = "R-ALIGN-1" if config.get("seq_align", "tp_cp") == "tp_cp" else "R-ALIGN-5"
+    # Under tail='last' the last sequence also takes the surplus; under 'segment' every real
+    # sequence keeps ceil_to(L_i, A).
+    for i in range(b if segment else b - 1):
         p, n = int(padded[i]), lengths[i]
         if p == int(want_p[i]):
             continue
         what = f"P_{i} = {p} for L_{i} = {n}, spec ceil_to(L_{i}, A = {a}) = {int(want_p[i])}"
-        if p >= n and p % a0 == 0 and p % a != 0:
-            return f"{what}: a multiple of A0 = {a0} but not of lcm(16, A0)", {"R-ALIGN-2"}
-        if p >= n and p % a0 != 0:
-            return f"{what}: not a multiple of A0 = tp * cp * f = {a0}", {"R-ALIGN-1"}
+        if p >= n and p % a_s == 0 and p % a != 0:
+            return f"{what}: a multiple of As = {a_s} but not of lcm(16, As)", {"R-ALIGN-2"}
+        if p >= n and p % a_s != 0:
+            return f"{what}: not a multiple of the sequence base As = {a_s}", {base_rule}
+        if p > n and base_rule == "R-ALIGN-5":
+            # aligned, but to more than seq_align='cp' asks (tp kept in the alignment)
+            return f"{what}: padded past ceil_to(L_{i}, A) with As = cp * f = {a_s}", \
+                {"R-ALIGN-5"}
         return what, {"R-ALIGN-3"}
     total = int(meta["total"]) if "total" in meta else int(cu[-1])
     if total != plan.total:
@@ -446,13 +502,21 @@ def plan_stage(meta: dict[str, Any], plan: Any, config: dict[str, Any]
             return f"{what}: the bound N = cp * min_local_rows = {bound} itself, not rounded " \
                 f"up to M = {m}", {"R-TOTAL-4"}
         if f8 is not None and total % f8 != 0:
-            return f"{what}: not a multiple of F = 128 * A0 = {f8}", {"R-TOTAL-1"}
+            recipe = config.get("fp8")
+            rules = {"R-TOTAL-1"} if recipe is True else {"R-TOTAL-1", "R-FP8-1"}
+            return f"{what}: not a multiple of F = {f8} (fp8={recipe!r})", rules
         if total % m != 0:
             return f"{what}: not a multiple of M = {m}", {"R-TOTAL-2"}
         return f"{what}: not the smallest multiple of M = {m} >= N = {bound}", {"R-TOTAL-4"}
     if not np.array_equal(padded, want_p):
-        return (f"seqlens_padded {padded.tolist()}, spec {want_p.tolist()}: the total is right, "
-                "its surplus is not all on the last sequence"), {"R-TOTAL-5"}
+        bad = int(np.flatnonzero(padded != want_p)[0])
+        where = (f"seqlens_padded {padded.tolist()}, spec {want_p.tolist()}: the total is "
+                 f"right, entry {bad} is not")
+        if bad > b or (bad == b and not segment):
+            return f"{where} (past the real content: zero-length)", {"R-STATIC-1"}
+        if segment:
+            return f"{where} (the surplus T - S belongs in segment B = {b})", {"R-TAIL-1"}
+        return f"{where} (the surplus belongs on the last sequence)", {"R-TOTAL-5"}
     if not np.array_equal(cu, np.asarray(plan.cu_seqlens_padded, dtype=np.int64)):
         return (f"cu_seqlens_padded {cu.tolist()} is not the running sum of the padded lengths "
                 f"{padded.tolist()}"), {"R-META-3"}
@@ -525,7 +589,8 @@ def names_object(obj: Any, message: str) -> bool:
 FIELD_NAMES = ("tp_size", "cp_size", "cp_layout", "fp8", "bucket", "min_local_rows", "cp_rank",
                "need_roll", "pad_value", "seqlens", "pad_to_length", "pad_to_length_bucket",
                "use_remove_padding", "dynamic_context_parallel", "distillation_use_topk",
-               "router_replay", "use_fp8_padding", "shards", "local_rows", "total")
+               "router_replay", "use_fp8_padding", "shards", "local_rows", "total", "tail",
+               "seq_align", "max_num_seqs", "max_seqlen")
 
 
 def check_local_grad(grad: np.ndarray | None, plan: Any, cfg: Any, rank: int,

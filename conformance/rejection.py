@@ -16,15 +16,20 @@ from . import harness as h
 
 
 def _base_config() -> dict[str, Any]:
-    """Two CP ranks in a layout the target has (zigzag, else contiguous), else one rank: a
-    rejection test must not fail on a layout the target declines."""
+    """Two CP ranks in a layout the target has (zigzag, else contiguous), else one rank, under
+    the target's fixed convention: a rejection test must not fail on a layout or convention the
+    target declines."""
     try:
         caps = h.caps()
     except RuntimeError:  # imported outside a suite run (no target loaded)
         caps = frozenset({"zigzag"})
     layout = "zigzag" if "zigzag" in caps else "contiguous" if "contiguous" in caps else None
-    return {"tp_size": 1, "cp_size": 2 if layout else 1, "cp_layout": layout or "zigzag",
+    base = {"tp_size": 1, "cp_size": 2 if layout else 1, "cp_layout": layout or "zigzag",
             "fp8": False, "bucket": None, "min_local_rows": None}
+    try:
+        return h.with_convention(base)  # a target's fixed convention (verl-fsdp: 'segment')
+    except RuntimeError:
+        return base
 
 
 BASE_CONFIG: dict[str, Any] = _base_config()

@@ -38,6 +38,7 @@ def test_flat_lengths_the_caller_keeps(config: dict[str, object], form: str) -> 
                else _locked(np.array([4, 0, 8], dtype=np.int64)))
     sizes = [int(n) for n in lengths]
     seqs = np.split(values, np.cumsum(sizes)[:-1])
+    config = h.with_convention(config)
     cfg = reference.PackConfig(**config)  # type: ignore[arg-type]
     before = (values.tobytes(), lengths.tobytes())
     for rank in range(cfg.cp_size):
@@ -66,6 +67,7 @@ def test_batch_arrays_the_caller_keeps(config: dict[str, object]) -> None:
     seqs = [np.broadcast_to(np.arange(3, dtype=np.int64), (5, 3)),
             _locked(np.arange(0, dtype=np.int64).reshape(0, 3)),
             _locked(np.arange(24, dtype=np.int64).reshape(8, 3))]
+    config = h.with_convention(config)
     cfg = reference.PackConfig(**config)  # type: ignore[arg-type]
     before = h.snapshot(seqs)
     for rank in range(cfg.cp_size):
