@@ -132,6 +132,10 @@ CONVENTION_VALUES: dict[str, dict[Any, str | None]] = {
     "max_seqlen": {"exact": None, "total": "static_metadata"},
 }
 FP8_RECIPES = ("tensor", "mxfp8", "block", "nvfp4")
+# The capabilities of spec 1.1's non-default conventions (a view of a target that keeps the
+# defaults, such as a Megatron adapter with verl's convention, draws with caps minus these).
+CONVENTION_CAPABILITIES = frozenset({"tail_segment", "seq_align_cp", "fp8_recipes",
+                                     "static_metadata"})
 
 
 @runtime_checkable
