@@ -6,7 +6,6 @@ say where they came from: counting them proves "every real token exactly once" (
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -15,7 +14,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from . import harness as h
-from .strategies import configs, lengths
+from . import requirements as req
+from .strategies import configs, fit_static, lengths
 
 CAPS = h.caps()
 PAD = -1 if "pad_value" in CAPS else 0  # token codes are >= 1, so the pad never collides
@@ -45,7 +45,8 @@ def _total(meta: dict[str, Any]) -> int:
     return int(meta["total"]) if "total" in meta else int(np.asarray(meta["cu_seqlens_padded"])[-1])
 
 
-cases = st.tuples(lengths(max_batch=24, budget=1500, caps=CAPS), configs(caps=CAPS))
+cases = st.tuples(lengths(max_batch=24, budget=1500, caps=CAPS), configs(caps=CAPS)).map(
+    lambda c: (c[0], fit_static(c[1], len(c[0]))))
 
 
 @pytest.mark.rules("R-SHARD-4", "R-ROW-1", "R-ROW-2", "R-POS-2")
@@ -92,20 +93,6 @@ def test_every_token_exactly_once(case: tuple[tuple[int, ...], dict[str, Any]]) 
                               f"{int(offsets[wrong[0]])}", {"R-POS-2"})
 
 
-def _modulus(config: dict[str, Any]) -> tuple[int, int, int]:
-    """A, M and A0 straight from the spec's formulas (R-ALIGN-1, R-ALIGN-2, R-TOTAL-1/2)."""
-    cp = config["cp_size"]
-    f = 2 if config["cp_layout"] == "zigzag" and cp > 1 else 1
-    a0 = config["tp_size"] * cp * f
-    a = math.lcm(16, a0) if config["fp8"] else a0
-    m = a
-    if config["bucket"] is not None:
-        m = math.lcm(m, config["bucket"])
-    if config["fp8"]:
-        m = math.lcm(m, 128 * a0)
-    return a, m, a0
-
-
 @pytest.mark.rules("R-ALIGN-3", "R-TOTAL-3", "R-TOTAL-4", "R-TOTAL-5", "R-META-3", "R-META-5")
 @h.prop_settings()
 @example(((513,), {"tp_size": 1, "cp_size": 1, "cp_layout": "zigzag", "fp8": False,
@@ -114,14 +101,19 @@ def _modulus(config: dict[str, Any]) -> tuple[int, int, int]:
                  "bucket": 3, "min_local_rows": None}))
 @example(((1,), {"tp_size": 1, "cp_size": 2, "cp_layout": "zigzag", "fp8": False,
                  "bucket": None, "min_local_rows": 3}))
+@example(((3, 0), {"tp_size": 2, "cp_size": 2, "cp_layout": "zigzag", "fp8": "mxfp8",
+                   "bucket": None, "min_local_rows": None, "tail": "segment",
+                   "seq_align": "cp", "max_num_seqs": 4, "max_seqlen": "total"}))
 @given(cases)
 def test_alignment_and_smallest_total(case: tuple[tuple[int, ...], dict[str, Any]]) -> None:
-    """Every P_i a multiple of A and at least L_i; only the last sequence takes the surplus;
-    the total is a multiple of M, at least N, and the smallest such; local rows split by tp."""
+    """Every P_i a multiple of A and at least L_i; the surplus T - S on the last sequence
+    (tail='last') or in its own segment B (tail='segment'), entries past the real content
+    zero-length (max_num_seqs); the total a multiple of M, at least N and the smallest such;
+    local rows split by tp. The formulas are the spec's (requirements.py), per convention."""
     lens, config = case
     h.assume_declared(config=config, lengths=lens)
     rows, _, meta = _pack(_encoded(lens), config, 0, lens)
-    a, m, a0 = _modulus(config)
+    a, m = req.sequence_align(config), req.total_modulus(config)
     cu = np.asarray(meta["cu_seqlens_padded"], dtype=np.int64)
     padded = np.asarray(meta.get("seqlens_padded", np.diff(cu)), dtype=np.int64)
     total = _total(meta)
@@ -131,31 +123,40 @@ def test_alignment_and_smallest_total(case: tuple[tuple[int, ...], dict[str, Any
         if not ok:
             raise h.RuleViolation(message, set(rules))
 
-    # The number of entries first: a plan with B + 1 segments is a verdict, not a crash.
     b = len(lens)
-    check(padded.shape == (b,), f"seqlens_padded has {padded.shape[0] if padded.ndim else 0} "
-          f"entries for B = {b}: {padded.tolist()}", "R-META-1")
-    check(cu.shape == (b + 1,), f"cu_seqlens_padded has {cu.shape[0] if cu.ndim else 0} "
-          f"entries for B = {b}: {cu.tolist()}", "R-META-3")
-    last = b - 1
-    for i, (n, p) in enumerate(zip(lens, padded, strict=True)):
+    segment = config.get("tail", "last") == "segment"
+    s = req.padded_sum(lens, config)
+    mns = config.get("max_num_seqs")
+    k = mns if mns is not None else b + (1 if segment and total > s else 0)
+    # The number of entries first: a plan with B + 1 segments is a verdict, not a crash.
+    count_rules = (("R-STATIC-1",) if mns is not None else ("R-TAIL-1",) if segment else ())
+    check(padded.shape == (k,), f"seqlens_padded has {padded.shape[0] if padded.ndim else 0} "
+          f"entries for B = {b}, spec K = {k}: {padded.tolist()}", *(count_rules or ("R-META-1",)))
+    check(cu.shape == (k + 1,), f"cu_seqlens_padded has {cu.shape[0] if cu.ndim else 0} "
+          f"entries for K = {k}: {cu.tolist()}", *(count_rules or ("R-META-3",)))
+    last = b if segment else b - 1  # the entry that takes the surplus T - S
+    for i, (n, p) in enumerate(zip(lens, padded[:b], strict=True)):
         if i == last:
             rule = "R-TOTAL-5"
-        elif p % a0 == 0 and p % a != 0:
-            rule = "R-ALIGN-2"  # FP8's lcm(16, A0) missed, the base alignment kept
+        elif p % req.sequence_base(config) == 0 and p % a != 0:
+            rule = "R-ALIGN-2"  # FP8's lcm(16, As) missed, the base alignment kept
         else:
             rule = "R-ALIGN-3"
         check(p % a == 0, f"P_{i} = {p} is not a multiple of A = {a}", rule)
         check(p >= n, f"P_{i} = {p} < L_{i} = {n}", rule)
-        if i < last:
-            check(p == -(-n // a) * a, f"P_{i} = {p}, ceil_to(L_{i}, A) = {-(-n // a) * a}",
-                  "R-ALIGN-3", "R-TOTAL-5")
+        if i != last:
+            check(p == req.ceil_to(n, a), f"P_{i} = {p}, ceil_to(L_{i}, A) = "
+                  f"{req.ceil_to(n, a)}", "R-ALIGN-3", "R-TAIL-1" if segment else "R-TOTAL-5")
+    if segment and k > b:
+        check(int(padded[b]) == total - s, f"padding segment P_{b} = {int(padded[b])}, spec "
+              f"T - S = {total} - {s}", "R-TAIL-1")
+    rest = padded[b + 1:] if segment else padded[b:]
+    check(not rest.any(), f"entries past the real content are not zero-length: "
+          f"{padded.tolist()}", "R-STATIC-1")
     check(bool(cu[0] == 0 and np.array_equal(np.diff(cu), padded) and cu[-1] == total),
           f"cu_seqlens_padded {cu.tolist()} does not add up P = {padded.tolist()}, total "
           f"{total}", "R-META-3")
-    s = sum(-(-n // a) * a for n in lens)
-    mlr = config["min_local_rows"]
-    bound = max(s, config["cp_size"] * mlr) if mlr is not None else s
+    bound = req.lower_bound(lens, config)
     check(total % m == 0, f"total {total} is not a multiple of M = {m}", "R-TOTAL-4")
     check(total >= bound, f"total {total} < N = {bound}", "R-TOTAL-3")
     check(total - m < bound, f"total {total} is not the smallest: {total - m} also fits",
