@@ -24,6 +24,18 @@ def _canonical(seqlens: list[int]) -> list[np.ndarray]:
     return [np.arange(n, dtype=np.int64) + 1000 * (i + 1) for i, n in enumerate(seqlens)]
 
 
+# R-IN-3: the 1.1.0 fields' defaults. An example that spells one out means what leaving it out
+# means, so it is left out for the target: a 1.0 target need not know the field's name.
+DEFAULTS_1_1: dict[str, Any] = {"tail": "last", "seq_align": "tp_cp", "max_num_seqs": None,
+                                "max_seqlen": "exact"}
+
+
+def _without_defaults(config: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in config.items()
+            if not (key in DEFAULTS_1_1 and type(value) is type(DEFAULTS_1_1[key])
+                    and value == DEFAULTS_1_1[key])}
+
+
 def _params() -> list[Any]:
     return [pytest.param(ex, id=ex["name"], marks=pytest.mark.rules(*ex["rules"]))
             for ex in EXAMPLES]
@@ -37,11 +49,14 @@ def test_spec_example(example: dict[str, Any]) -> None:
         with pytest.raises(ERRORS[example["error"]]):
             h.target().resolve_engine_config(**example["engine"])
         return
-    config = example.get("config", {})
+    config = _without_defaults(example.get("config", {}))
     pad_value = example.get("pad_value", 0)
-    # Every feature the example uses (fp8, bucket, zero lengths, labels, ...) must be declared.
-    h.require(*h.declined_by(config=config, lengths=example["seqlens"],
-                             need_roll=bool(example.get("need_roll")), pad_value=pad_value))
+    # Every feature and convention value the example uses (fp8, bucket, zero lengths, labels,
+    # tail, seq_align, fp8 recipes, static metadata, ...) must be declared; a target with a fixed
+    # convention declines the examples of another, and one that lacks a 1.1.0 field entirely
+    # declines its rejections (it cannot be asked to reject what it does not know).
+    h.require_config(config, lengths=example["seqlens"],
+                     need_roll=bool(example.get("need_roll")), pad_value=pad_value)
     seqs = _canonical(example["seqlens"])
     cp = int(config.get("cp_size", 1)) if isinstance(config.get("cp_size", 1), int) else 1
     if "error" in example:

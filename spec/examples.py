@@ -16,8 +16,8 @@ ERRATA_FILE = SPEC_DIR / "errata.md"
 VECTORS_DIR = SPEC_DIR / "vectors"
 SPEC_VERSION = (SPEC_DIR / "VERSION").read_text().strip()
 
-RULE_DEFINITION = re.compile(r"^- \*\*(R-[A-Z]+-[0-9]+)\*\*", re.MULTILINE)
-RULE_ID = re.compile(r"R-[A-Z]+-[0-9]+")
+RULE_DEFINITION = re.compile(r"^- \*\*(R-[A-Z][A-Z0-9]*-[0-9]+)\*\*", re.MULTILINE)
+RULE_ID = re.compile(r"R-[A-Z][A-Z0-9]*-[0-9]+")  # groups may hold digits: R-FP8-1
 EXAMPLE_BLOCK = re.compile(r"^```example\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 

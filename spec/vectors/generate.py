@@ -25,6 +25,13 @@ from spec.examples import canonical_values
 
 HERE = Path(__file__).resolve().parent
 INT32_MAX = 2**31 - 1
+# Spec 1.1.0's fields: a vector whose config uses one (or an fp8 recipe name) also records
+# plan.num_seqs (R-META-7); the 1.0 vectors stay byte-identical.
+FIELDS_1_1 = ("tail", "seq_align", "max_num_seqs", "max_seqlen")
+
+
+def uses_1_1(config: dict[str, Any]) -> bool:
+    return any(field in config for field in FIELDS_1_1) or isinstance(config.get("fp8"), str)
 
 
 def canonical_batch(seqlens: list[int], trail: list[int], dtype: str) -> list[np.ndarray]:
@@ -50,8 +57,8 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def _plan_dict(plan: ref.Plan) -> dict[str, Any]:
-    return {
+def _plan_dict(plan: ref.Plan, config: dict[str, Any]) -> dict[str, Any]:
+    out = {
         "seqlens": plan.seqlens.tolist(),
         "seqlens_padded": plan.seqlens_padded.tolist(),
         "cu_seqlens": plan.cu_seqlens.tolist(),
@@ -60,6 +67,9 @@ def _plan_dict(plan: ref.Plan) -> dict[str, Any]:
         "total": plan.total,
         "local_rows": plan.local_rows,
     }
+    if uses_1_1(config):
+        out["num_seqs"] = plan.num_seqs
+    return out
 
 
 def _masked(values: np.ndarray, specified: np.ndarray) -> list[Any]:
@@ -107,7 +117,7 @@ def pack_vector(
         "dtype": dtype,
         "need_roll": need_roll,
         "pad_value": pad_value,
-        "plan": _plan_dict(plan),
+        "plan": _plan_dict(plan, config),
         "ranks": ranks,
     }
     if not need_roll:
@@ -178,7 +188,7 @@ def plan_vector(
         "rules": rules,
         "config": config,
         "seqlens": seqlens,
-        "plan": _plan_dict(plan),
+        "plan": _plan_dict(plan, config),
     }
 
 
@@ -330,7 +340,106 @@ def build() -> list[dict[str, Any]]:
                           config={"cp_size": 2}, seqlens=[4], shard_rows=[2]))
     v.append(error_vector("reject-unpack-shard-rows", ["R-ERR-11"], "unpack", ValueError,
                           config={"cp_size": 2}, seqlens=[4], shard_rows=[2, 3]))
+    v += conventions_1_1(shard, roll, total)
     return [{key: _jsonable(value) for key, value in vector.items()} for vector in v]
+
+
+def conventions_1_1(
+    shard: list[str], roll: list[str], total: list[str]
+) -> list[dict[str, Any]]:
+    """Spec 1.1.0: tail, seq_align, FP8 recipes, static metadata, and their rejections."""
+    meta = ["R-META-7", "R-IN-3"]
+    tail = ["R-TAIL-1", "R-TAIL-2"] + meta
+    static = ["R-STATIC-1", "R-STATIC-2", "R-STATIC-3"] + meta
+    fp8 = ["R-FP8-1", "R-ALIGN-2", "R-TOTAL-1", "R-TOTAL-2"] + meta
+    align = ["R-ALIGN-5", "R-ALIGN-2", "R-TOTAL-2"] + meta
+    v: list[dict[str, Any]] = []
+    # tail="segment" (R-TAIL-1, R-TAIL-2), with each layout, need_roll and min_local_rows.
+    v.append(pack_vector("tail-segment-zigzag-cp2", shard + total + tail,
+                         {"cp_size": 2, "bucket": 16, "tail": "segment"}, [3, 5, 1]))
+    v.append(pack_vector("tail-segment-roll", shard + roll + tail,
+                         {"cp_size": 2, "bucket": 32, "tail": "segment"}, [4, 3],
+                         need_roll=True, pad_value=-100))
+    v.append(pack_vector("tail-segment-contiguous-cp3", shard + total + tail,
+                         {"cp_size": 3, "cp_layout": "contiguous", "bucket": 12,
+                          "tail": "segment"}, [2, 5]))
+    v.append(pack_vector("tail-segment-min-local-rows", shard + total + tail,
+                         {"cp_size": 2, "min_local_rows": 6, "tail": "segment"}, [0, 1]))
+    v.append(pack_vector("tail-segment-trailing-float32", shard + tail,
+                         {"tp_size": 2, "bucket": 8, "tail": "segment"}, [3], trail=[2],
+                         dtype="float32", pad_value=-2.5))
+    v.append(plan_vector("tail-segment-absent", tail, {"cp_size": 2, "tail": "segment"}, [3, 5]))
+    # seq_align="cp" (R-ALIGN-5): tp on the total only.
+    v.append(pack_vector("seq-align-cp-zigzag", shard + total + align,
+                         {"tp_size": 4, "cp_size": 2, "seq_align": "cp"}, [3, 5, 0]))
+    v.append(pack_vector("seq-align-cp-contiguous", shard + total + align,
+                         {"tp_size": 2, "cp_size": 3, "cp_layout": "contiguous",
+                          "seq_align": "cp"}, [7, 1, 4]))
+    v.append(pack_vector("seq-align-cp-tail-segment", shard + total + align + tail,
+                         {"tp_size": 2, "cp_size": 2, "seq_align": "cp", "tail": "segment",
+                          "bucket": 24}, [3, 9]))
+    v.append(plan_vector("seq-align-tp-cp-explicit", align, {"tp_size": 4, "cp_size": 2,
+                                                              "seq_align": "tp_cp"}, [3, 5]))
+    # FP8 recipes (R-FP8-1, R-TOTAL-1).
+    v.append(plan_vector("fp8-tensor", fp8, {"tp_size": 2, "cp_size": 2, "fp8": "tensor"},
+                         [20, 5]))
+    v.append(plan_vector("fp8-mxfp8", fp8 + ["R-ALIGN-5"],
+                         {"tp_size": 2, "cp_size": 2, "seq_align": "cp", "fp8": "mxfp8"},
+                         [20, 5]))
+    v.append(plan_vector("fp8-block", fp8, {"tp_size": 2, "fp8": "block"}, [5, 40]))
+    v.append(plan_vector("fp8-nvfp4", fp8, {"cp_size": 2, "fp8": "nvfp4"}, [3]))
+    v.append(plan_vector("fp8-true-seq-align-cp", fp8 + ["R-ALIGN-5"],
+                         {"tp_size": 2, "cp_size": 2, "seq_align": "cp", "fp8": True}, [20, 5]))
+    v.append(pack_vector("fp8-mxfp8-pack", shard + fp8,
+                         {"tp_size": 2, "cp_size": 2, "fp8": "mxfp8", "tail": "segment"},
+                         [5, 2]))
+    # Static metadata (R-STATIC-1..3).
+    v.append(pack_vector("max-num-seqs-last", shard + total + static,
+                         {"bucket": 16, "max_num_seqs": 4}, [3, 5]))
+    v.append(pack_vector("max-num-seqs-segment", shard + total + static + tail,
+                         {"cp_size": 2, "bucket": 16, "tail": "segment", "max_num_seqs": 4},
+                         [3, 5]))
+    v.append(plan_vector("max-num-seqs-segment-empty", static + tail,
+                         {"cp_size": 2, "tail": "segment", "max_num_seqs": 3}, [3, 5]))
+    v.append(plan_vector("max-num-seqs-exact-fit", static,
+                         {"cp_size": 2, "max_num_seqs": 3}, [3, 5, 2]))
+    v.append(plan_vector("max-seqlen-total", static + ["R-META-4"],
+                         {"bucket": 16, "max_seqlen": "total"}, [3, 5]))
+    v.append(pack_vector("static-zero-total", shard + static,
+                         {"cp_size": 2, "max_num_seqs": 3, "max_seqlen": "total"}, [0]))
+    v.append(pack_vector("static-everything", shard + total + static + tail + fp8 + align,
+                         {"tp_size": 2, "cp_size": 2, "fp8": "mxfp8", "bucket": 32,
+                          "min_local_rows": 8, "tail": "segment", "seq_align": "cp",
+                          "max_num_seqs": 5, "max_seqlen": "total"}, [3, 0, 7]))
+    v.append(pack_vector("static-roll-contiguous", shard + roll + static + tail,
+                         {"cp_size": 2, "cp_layout": "contiguous", "bucket": 12,
+                          "tail": "segment", "max_num_seqs": 4, "max_seqlen": "total"},
+                         [4, 1], need_roll=True, pad_value=-1))
+    # Rejections (R-ERR-1, R-ERR-12, R-ERR-13).
+    bad_config = [
+        ("tail-none", {"tail": None}, TypeError, ["R-ERR-1"]),
+        ("tail-unknown", {"tail": "first"}, ValueError, ["R-ERR-12"]),
+        ("seq-align-int", {"seq_align": 2}, TypeError, ["R-ERR-1"]),
+        ("seq-align-unknown", {"seq_align": "tp"}, ValueError, ["R-ERR-12"]),
+        ("max-seqlen-int", {"max_seqlen": 4096}, TypeError, ["R-ERR-1"]),
+        ("max-seqlen-unknown", {"max_seqlen": "bucket"}, ValueError, ["R-ERR-12"]),
+        ("fp8-none", {"fp8": None}, TypeError, ["R-ERR-1"]),
+        ("fp8-unknown-recipe", {"fp8": "True"}, ValueError, ["R-ERR-12"]),
+        ("fp8-recipe-case", {"fp8": "MXFP8"}, ValueError, ["R-ERR-12"]),
+        ("max-num-seqs-zero", {"max_num_seqs": 0}, ValueError, ["R-ERR-12"]),
+        ("max-num-seqs-bool", {"max_num_seqs": True}, TypeError, ["R-ERR-1"]),
+        ("max-num-seqs-float", {"max_num_seqs": 4.0}, TypeError, ["R-ERR-1"]),
+    ]
+    for name, config, error, rules in bad_config:
+        v.append(error_vector(f"reject-{name}", rules, "config", error, config=config))
+    v.append(error_vector("reject-too-many-sequences", ["R-ERR-13"], "plan", ValueError,
+                          config={"max_num_seqs": 2}, seqlens=[1, 2, 3]))
+    v.append(error_vector("reject-too-many-sequences-segment", ["R-ERR-13"], "plan", ValueError,
+                          config={"tail": "segment", "max_num_seqs": 2}, seqlens=[0, 0]))
+    v.append(error_vector("reject-too-many-sequences-pack", ["R-ERR-13"], "pack", ValueError,
+                          config={"cp_size": 2, "max_num_seqs": 1}, seqs=[[1, 2], [3]],
+                          dtypes=["int64", "int64"]))
+    return v
 
 
 def render(vector: dict[str, Any]) -> str:

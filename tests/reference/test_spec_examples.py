@@ -20,6 +20,11 @@ def test_examples_exist_for_issue_list() -> None:
     assert {
         "bucket-513", "zigzag-cp2", "zigzag-cp4-tp2", "contiguous-cp2", "fp8-cp2",
         "min-local-rows", "need-roll-cp2", "zero-length", "bool-bucket",
+        # spec 1.1.0: every new rule has a worked example
+        "tail-segment-cp2", "tail-segment-roll", "seq-align-cp", "fp8-mxfp8", "fp8-block",
+        "max-num-seqs-last", "max-num-seqs-segment", "max-seqlen-total",
+        "static-key-one-sequence", "static-key-three-sequences", "reject-tail-value",
+        "too-many-sequences", "too-many-sequences-segment",
     } <= names
 
 
