@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# Implements THD packing spec 1.0.2
+# Implements THD packing spec 1.1.0
 """Drop-in replacements for verl 0.9.1's `preprocess_thd_engine` / `postprocess_thd_engine`.
 
 Same signatures and return values as verl's (`verl/models/mcore/util.py`), with the packing
