@@ -30,6 +30,10 @@ DEFAULTS_1_1: dict[str, Any] = {"tail": "last", "seq_align": "tp_cp", "max_num_s
                                 "max_seqlen": "exact"}
 
 
+# The rejections of PackConfig fields, which only a target that validates its config makes.
+CONFIG_CHECK_RULES = {"R-ERR-1", "R-ERR-2", "R-ERR-3", "R-ERR-4", "R-ERR-12"}
+
+
 def _without_defaults(config: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in config.items()
             if not (key in DEFAULTS_1_1 and type(value) is type(DEFAULTS_1_1[key])
@@ -57,6 +61,8 @@ def test_spec_example(example: dict[str, Any]) -> None:
     # declines its rejections (it cannot be asked to reject what it does not know).
     h.require_config(config, lengths=example["seqlens"],
                      need_roll=bool(example.get("need_roll")), pad_value=pad_value)
+    if "error" in example and set(example["rules"]) & CONFIG_CHECK_RULES:
+        h.require("config_checks")  # a PackConfig field's rejection, not a plan's
     seqs = _canonical(example["seqlens"])
     cp = int(config.get("cp_size", 1)) if isinstance(config.get("cp_size", 1), int) else 1
     if "error" in example:
