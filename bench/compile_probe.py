@@ -324,7 +324,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                       args.tokens_per_mb, args.micro_batches)
         n = args.max_num_seqs
         if n is None:
-            n = recommend_max_num_seqs(batches, settings, args.bucket, 0.0).max_num_seqs
+            n = recommend_max_num_seqs(batches, settings, 0.0).max_num_seqs
         results = measure_compile(batches, settings, args.bucket, n, backend=args.backend,
                                   probe=args.probe, device=args.device)
     except ValueError as exc:

@@ -70,7 +70,7 @@ def compare_conventions(batches: Sequence[Sequence[int]], grid: Sequence[PackSet
     """Each convention planned over the same micro-batches, with its own ``max_num_seqs``."""
     rows = []
     for settings in grid:
-        mns = recommend_max_num_seqs(batches, settings, bucket, max_overflow_pct, arith)
+        mns = recommend_max_num_seqs(batches, settings, max_overflow_pct, arith)
         buckets: list[int | None] = [None] if bucket is None else [None, bucket]
         reports = evaluate(batches, settings, buckets, arith=arith,
                            max_num_seqs=mns.max_num_seqs)

@@ -206,7 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = grid[0]
     try:
         batches = simulate(args)
-        mns = recommend_max_num_seqs(batches, settings, None, args.max_overflow, args.arith)
+        mns = recommend_max_num_seqs(batches, settings, args.max_overflow, args.arith)
         n = mns.max_num_seqs if args.max_num_seqs is None else args.max_num_seqs
         reports = evaluate(batches, settings, args.buckets, arith=args.arith, max_num_seqs=n)
         best = recommend(reports, args.max_overhead)

@@ -65,14 +65,13 @@ def overflow_pct(needed: Sequence[int], n: int) -> float:
 
 
 def recommend_max_num_seqs(batches: Sequence[Sequence[int]], settings: PackSettings,
-                           bucket: int | None = None, max_overflow_pct: float = 0.0,
+                           max_overflow_pct: float = 0.0,
                            arith: str = "impl") -> MaxNumSeqsReport:
     """The smallest N whose overflow rate is at most ``max_overflow_pct`` percent.
 
-    The entries a micro-batch needs do not depend on the bucket (R-ERR-13 reads B and tail
-    only); ``bucket`` is accepted so that callers can pass what they plan with.
+    No bucket is asked for: the entries a micro-batch needs do not depend on it (R-ERR-13
+    reads B and tail only).
     """
-    del bucket
     if not batches:
         raise ValueError("no micro-batches to size max_num_seqs for")
     if not math.isfinite(max_overflow_pct) or not 0 <= max_overflow_pct < 100:

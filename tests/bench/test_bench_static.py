@@ -45,7 +45,7 @@ def test_max_num_seqs_is_the_smallest_within_the_overflow_limit(tail: str, limit
     """Its overflow rates are the share of micro-batches the spec refuses; N - 1 exceeds it."""
     settings = PackSettings(cp_size=2, tail=tail)
     batches = _batches(7)
-    report = recommend_max_num_seqs(batches, settings, None, limit, arith=arith)
+    report = recommend_max_num_seqs(batches, settings, limit, arith=arith)
 
     def rate(n: int) -> float:
         return 100 * sum(_refuses(b, settings, n) for b in batches) / len(batches)

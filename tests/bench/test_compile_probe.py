@@ -71,7 +71,8 @@ def test_stand_in_attention_is_per_sequence_causal() -> None:
             rows = x[start:start + n]
             with torch.no_grad():
                 q, kk, v = probe.qkv(rows).chunk(3, dim=-1)
-                heads = [t.view(n, probe.heads, HIDDEN // probe.heads).transpose(0, 1) for t in (q, kk, v)]
+                d = HIDDEN // probe.heads
+                heads = [t.view(n, probe.heads, d).transpose(0, 1) for t in (q, kk, v)]
                 att = torch.nn.functional.scaled_dot_product_attention(*heads, is_causal=True)
                 want = probe.out(att.transpose(0, 1).reshape(n, HIDDEN))
             torch.testing.assert_close(got[start:start + n], want, rtol=1e-5, atol=1e-5)
