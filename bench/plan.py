@@ -33,7 +33,13 @@ from .conventions import (
 from .lengths import SYNTHETIC, load_lengths, synthetic_stream
 from .microbatches import balanced_microbatches, greedy_microbatches
 from .settings import PackSettings
-from .static import format_max_num_seqs, overflow_pct, recommend_max_num_seqs
+from .static import (
+    format_max_num_seqs,
+    format_max_seqlen_cost,
+    max_seqlen_cost,
+    overflow_pct,
+    recommend_max_num_seqs,
+)
 
 __all__ = ["DEFAULT_BUCKETS", "BucketReport", "PackSettings", "balanced_microbatches",
            "evaluate", "format_table", "greedy_microbatches", "main", "recommend"]
@@ -210,6 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         n = mns.max_num_seqs if args.max_num_seqs is None else args.max_num_seqs
         reports = evaluate(batches, settings, args.buckets, arith=args.arith, max_num_seqs=n)
         best = recommend(reports, args.max_overhead)
+        cost = max_seqlen_cost(batches, settings, best.bucket, n, args.arith)
         rows = []
         if len(grid) > 1:
             cmp_bucket = best.bucket if args.compare_bucket is None else args.compare_bucket[0]
@@ -233,6 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(format_max_num_seqs(mns))
     if args.max_num_seqs is not None:
         print(f"evaluated max_num_seqs: {n} (overflows {overflow_pct(mns.needed, n):.1f}%)")
+    print(format_max_seqlen_cost(cost))
     payload: dict[str, Any] = {"settings": asdict(settings), "source": source,
                                "mode": args.mode, "tokens_per_mb": args.tokens_per_mb,
                                "reports": [asdict(r) for r in reports],
@@ -241,7 +249,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                 "evaluated": n,
                                                 "overflow_pct": overflow_pct(mns.needed, n),
                                                 "max_overflow_pct": args.max_overflow,
-                                                "candidates": mns.candidates}}
+                                                "candidates": mns.candidates},
+                               "max_seqlen_cost": asdict(cost)}
     if rows:
         print("\nconventions side by side (each with its own max_num_seqs; pad % = all "
               "padding rows over real tokens):")

@@ -100,3 +100,72 @@ def format_max_num_seqs(report: MaxNumSeqsReport) -> str:
             f"{report.overflow_pct:.1f}% of {report.micro_batches} micro-batches, limit "
             f"{report.max_overflow_pct:g}%); entries needed per micro-batch "
             f"{min(report.needed)}..{max(report.needed)}; overflow rate by N: {cands}")
+
+
+FA2_BLOCK_M = 128  # flash-attn 2's forward kBlockM for head dims 64/128 (facts14.md (b))
+
+
+@dataclass
+class MaxSeqlenCost:
+    """What ``max_seqlen="total"`` costs against ``"exact"``, per micro-batch (means).
+
+    ``grid_*``: flash-attn 2's forward launch grid per head, ``K * ceil(max_seqlen / 128)``
+    CTAs, of which only ``working`` (``sum ceil(P_k / 128)``) do work, the rest exiting at
+    once. ``scores_*``: ``K * max_seqlen**2``, the score elements of a padded-batch consumer
+    (TE's unfused backend, this repository's CPU stand-in). Read from the plans; no kernel ran.
+    """
+
+    bucket: int | None
+    max_num_seqs: int
+    exact_max_seqlen: float
+    total_max_seqlen: float
+    grid_exact: float
+    grid_total: float
+    working: float
+    scores_exact: float
+    scores_total: float
+
+
+def max_seqlen_cost(batches: Sequence[Sequence[int]], settings: PackSettings,
+                    bucket: int | None, max_num_seqs: int,
+                    arith: str = "impl") -> MaxSeqlenCost:
+    """Means over the micro-batches that ``max_num_seqs`` accepts."""
+    mod = arith_module(arith)
+    exact = settings.replace(max_num_seqs=None, max_seqlen="exact")
+    static = settings.replace(max_num_seqs=max_num_seqs, max_seqlen="total")
+    kept: list[tuple[Any, Any]] = []
+    for b in batches:
+        fixed = try_plan(mod, b, static, bucket)
+        if fixed is not None:
+            kept.append((try_plan(mod, b, exact, bucket), fixed))
+    if not kept:
+        raise ValueError(f"max_num_seqs={max_num_seqs} refuses every micro-batch")
+
+    def mean(values: list[float]) -> float:
+        return sum(values) / len(values)
+
+    def grid(p: Any) -> float:
+        return (len(p.cu_seqlens_padded) - 1) * -(-int(p.max_seqlen) // FA2_BLOCK_M)
+
+    def scores(p: Any) -> float:
+        return (len(p.cu_seqlens_padded) - 1) * int(p.max_seqlen) ** 2
+
+    return MaxSeqlenCost(
+        bucket=bucket, max_num_seqs=max_num_seqs,
+        exact_max_seqlen=mean([int(e.max_seqlen) for e, _ in kept]),
+        total_max_seqlen=mean([int(s.max_seqlen) for _, s in kept]),
+        grid_exact=mean([grid(e) for e, _ in kept]),
+        grid_total=mean([grid(s) for _, s in kept]),
+        working=mean([float(sum(-(-int(n) // FA2_BLOCK_M) for n in e.seqlens_padded))
+                      for e, _ in kept]),
+        scores_exact=mean([scores(e) for e, _ in kept]),
+        scores_total=mean([scores(s) for _, s in kept]))
+
+
+def format_max_seqlen_cost(c: MaxSeqlenCost) -> str:
+    label = "none" if c.bucket is None else str(c.bucket)
+    return (f"max_seqlen 'total' vs 'exact' (bucket {label}, max_num_seqs {c.max_num_seqs}; "
+            f"means per micro-batch, from the plans): max_seqlen {c.total_max_seqlen:.0f} vs "
+            f"{c.exact_max_seqlen:.0f}; flash-attn 2 forward CTAs per head "
+            f"{c.grid_total:.0f} vs {c.grid_exact:.0f} launched, {c.working:.0f} working; "
+            f"padded-batch score elements x{c.scores_total / max(c.scores_exact, 1):.1f}")

@@ -146,3 +146,24 @@ def test_cli_rejects_unknown_convention(capsys: pytest.CaptureFixture[str]) -> N
         planner.main(["--dist", "uniform", "--tokens-per-mb", "100", "--fp8", "fp4"])
     assert exc.value.code == 2
     assert "fp8 must be one of" in capsys.readouterr().err
+
+
+@pytest.mark.rules("R-STATIC-2", "R-META-4")
+def test_max_seqlen_cost_from_the_plans() -> None:
+    """Exact max_seqlen is max(P_k) over B entries; total is T over N entries (spec plans)."""
+    from bench.static import FA2_BLOCK_M, max_seqlen_cost
+
+    batches = [[300, 5], [700], [1, 2, 3]]
+    settings = PackSettings(cp_size=2)
+    cost = max_seqlen_cost(batches, settings, 1024, 3)
+    exact = [reference.plan_thd(b, reference.PackConfig(cp_size=2, bucket=1024))
+             for b in batches]
+    assert cost.exact_max_seqlen == pytest.approx(sum(max(p.seqlens_padded) for p in exact) / 3)
+    assert cost.total_max_seqlen == 1024  # every total is one bucket here
+    assert cost.grid_total == 3 * 1024 // FA2_BLOCK_M
+    grid_exact = [len(b) * -(-int(max(p.seqlens_padded)) // FA2_BLOCK_M)
+                  for b, p in zip(batches, exact, strict=True)]
+    assert cost.grid_exact == pytest.approx(sum(grid_exact) / 3)
+    assert cost.scores_total == 3 * 1024**2
+    with pytest.raises(ValueError, match="refuses every micro-batch"):
+        max_seqlen_cost([[1, 2, 3, 4]], settings, None, 2)
