@@ -8,6 +8,7 @@ entry B kept even when empty); nothing here calls reference/segments.py.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -194,3 +195,24 @@ def test_config_accepts_1_1_values(fields: dict[str, Any]) -> None:
         got = getattr(config, field)
         assert got == value and type(got) is type(value if not isinstance(value, np.integer)
                                                    else 0)
+
+
+def test_unpack_rejects_a_forged_num_seqs() -> None:
+    """R-ERR-11 (a forged plan), R-META-7: segments past num_seqs hold no real row, and
+    num_seqs fits the segments; unpack raises ValueError otherwise, before reading a shard."""
+    config = ref.PackConfig(cp_size=2, tail="segment", bucket=16)
+    plan = ref.plan_thd([3, 5], config)  # K = 3, num_seqs = 2
+    shards = [ref.pack_thd(_batch([3, 5]), config, r)[0] for r in range(2)]
+    for forged in (dataclasses.replace(plan, num_seqs=4),
+                   dataclasses.replace(plan, num_seqs=1)):  # segment 1 has 5 real rows
+        with pytest.raises(ValueError, match="num_seqs"):
+            ref.unpack_thd(shards, forged, config)
+    assert len(ref.unpack_thd(shards, plan, config)) == 2
+
+
+def test_plan_without_num_seqs_is_a_1_0_plan() -> None:
+    """R-META-7: a Plan built by a 1.0 caller (no num_seqs) has K = B."""
+    plan = ref.plan_thd([3, 0, 2], ref.PackConfig(cp_size=2))
+    fields = {f.name: getattr(plan, f.name) for f in dataclasses.fields(plan)}
+    del fields["num_seqs"]
+    assert ref.Plan(**fields).num_seqs == 3 == plan.num_seqs
