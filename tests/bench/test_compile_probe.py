@@ -6,6 +6,9 @@ spec); the stand-in attention against a per-sequence loop written here.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -90,3 +93,20 @@ def test_varlen_attn_probe_needs_cuda() -> None:
         make_probe("varlen_attn", 1, torch.device("cpu"))
     with pytest.raises(ValueError, match="probe must be one of"):
         make_probe("flash", 1, torch.device("cpu"))
+
+
+def test_cli_reports_three_variants(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`python -m bench.compile_probe`: the recommended max_num_seqs fits every micro-batch."""
+    from bench.compile_probe import main
+
+    out = tmp_path / "probe.json"
+    assert main(["--backend", "eager", "--micro-batches", "3", "--max-len", "256",
+                 "--tokens-per-mb", "1024", "--bucket", "1024", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "bucket + static" in text and "torch 2." in text
+    payload = json.loads(out.read_text())
+    by = {r["variant"]: r for r in payload["results"]}
+    assert payload["max_num_seqs"] == max(by["bucket only"]["batch_sizes"])
+    assert by["bucket + static"]["graphs"] == 1
+    assert main(["--probe", "varlen_attn"]) == 2
+    assert "needs a CUDA device" in capsys.readouterr().err
