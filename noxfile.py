@@ -97,6 +97,17 @@ def bench(session: nox.Session) -> None:
     )
 
 
+
+@nox.session(python=PYTHON)
+def planner(session: nox.Session) -> None:
+    """The planner's convention comparison and the honest compile probe (CPU, minutes)."""
+    _install_test_deps(session)
+    session.run("python", "-m", "bench.plan", "--dist", "lognormal", "--tokens-per-mb", "16384",
+                "--tp", "2", "--cp", "4", "--tail", "last,segment", "--seq-align", "tp_cp,cp",
+                "--fp8", "False,True,mxfp8,nvfp4", "--json", "reports/plan-conventions.json",
+                *session.posargs)
+    session.run("python", "-m", "bench.compile_probe", "--json", "reports/compile_probe.json")
+
 # python=None: the interpreter running nox, i.e. the runner's own Python with its torch and TE.
 @nox.session(python=None, venv_params=["--system-site-packages"])
 def gpu(session: nox.Session) -> None:
