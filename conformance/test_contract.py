@@ -15,11 +15,10 @@ from typing import Any
 import numpy as np
 import pytest
 from hypothesis import example, given, reject
-from hypothesis import strategies as st
 
 from . import contract
 from . import harness as h
-from .strategies import Batch, PackCase, batches, configs, pack_cases
+from .strategies import Batch, PackCase, batches, configs, fp8_strategy, pack_cases
 
 CAPS = h.caps()
 _SMALL = batches(caps=CAPS, max_batch=16, budget=800)
@@ -65,6 +64,8 @@ TRAILING_EMPTY = PackCase(_zz(cp_size=2), Batch((3, 0, 0), trail=(2,)))
 ALL_EMPTY = PackCase(_zz(cp_size=2), Batch((0, 0)))
 E3_LABEL = PackCase(_zz(cp_size=2), Batch((4, 0)), need_roll=True)
 E4_LEAK = PackCase(_zz(tp_size=2), Batch((1, 2)), need_roll=True)
+# MXFP8 with sequence parallelism: padding to tp * 16 trips TE's divisible-by-32 assertion.
+MXFP8_TP = PackCase(_zz(tp_size=2, fp8="mxfp8"), Batch((5, 3)))
 
 
 @pytest.mark.rules("R-CONSUMER-1", "R-CONSUMER-2", "R-CONSUMER-3")
@@ -95,10 +96,12 @@ def test_contract_tp_split(case: PackCase) -> None:
 @h.needs("fp8")
 @h.prop_settings(0.5)
 @example(FP8_BUCKET)
-@given(pack_cases(caps=CAPS, need_roll=False, config=configs(caps=CAPS, fp8=st.just(True)),
+@example(MXFP8_TP)
+@given(pack_cases(caps=CAPS, need_roll=False, config=configs(caps=CAPS, fp8=fp8_strategy(CAPS)),
                   batch=_SMALL))
 def test_contract_fp8_split(case: PackCase) -> None:
-    """With fp8, each TP slice of a rank holds a multiple of 16 rows (FP8 GEMMs)."""
+    """With FP8, each TP slice of a rank holds a multiple of the recipe's q rows (FP8 GEMMs;
+    q = 16 for fp8=True, 'tensor' and 'block', 32 'mxfp8', 128 'nvfp4')."""
     _, got = _run(case)
     contract.check_fp8_split(got, case.config)
 

@@ -277,3 +277,58 @@ def test_row_map_matches_reference(seqlens: list[int], config: dict[str, Any]) -
                 raise h.RuleViolation(
                     f"{where}: local row {k} (sequence {src.seq}, offset {src.offset}) is marked "
                     f"real={bool(real[k])}, the spec says {src.real}", {"R-ALIGN-4"})
+
+
+# ----------------------------------------------------------------------------------------------
+# Spec 1.1 conventions, each behind its capability: the target against the reference under the
+# same convention (a target with a fixed one, such as verl's FSDP path with tail='segment', is
+# compared under its own).
+
+
+@h.needs("seq_align_cp")
+@pytest.mark.rules("R-ALIGN-5", "R-TOTAL-2", "R-TOTAL-4", "R-META-1", "R-META-3")
+@h.prop_settings()
+@example(PackCase(config={"tp_size": 3, "cp_size": 1, "seq_align": "cp"},
+                  batch=Batch((1, 2, 0))))
+@given(_meta_case(configs(caps=CAPS, seq_align=st.just("cp"))))
+def test_plan_seq_align_cp_matches_reference(case: PackCase) -> None:
+    """seq_align='cp': every sequence aligned to cp * f only, tp on the total alone."""
+    _check_meta(case)
+
+
+@h.needs("fp8_recipes")
+@pytest.mark.rules("R-FP8-1", "R-TOTAL-1", "R-ALIGN-2", "R-TOTAL-2", "R-TOTAL-4")
+@h.prop_settings()
+@example(PackCase(config={"tp_size": 2, "cp_size": 1, "fp8": "mxfp8"}, batch=Batch((5, 3))))
+@example(PackCase(config={"cp_size": 2, "fp8": "nvfp4", "bucket": 100}, batch=Batch((7,))))
+@given(_meta_case(configs(caps=CAPS, fp8=st.sampled_from(["tensor", "mxfp8", "block", "nvfp4"]),
+                          tp=st.integers(1, 4), cp=st.integers(1, 4))))
+def test_plan_fp8_recipes_match_reference(case: PackCase) -> None:
+    """An FP8 recipe: no per-sequence FP8 alignment, the total a multiple of tp * cp * q."""
+    _check_meta(case)
+
+
+@h.needs("tail_segment")
+@pytest.mark.rules("R-TAIL-1", "R-TAIL-2", "R-META-1", "R-META-3", "R-ROW-2", "R-POS-2")
+@h.prop_settings()
+@example(PackCase(config={"bucket": 512, "tail": "segment"}, batch=Batch((513,))))
+@example(PackCase(config={"cp_size": 2, "tail": "segment", "bucket": 12}, batch=Batch((3, 0))))
+@example(PackCase(config={"tail": "segment"}, batch=Batch((4, 4))))  # T = S: no segment
+@given(pack_cases(caps=CAPS, need_roll=False, config=configs(caps=CAPS,
+                                                             tail=st.just("segment"))))
+def test_tail_segment_matches_reference(case: PackCase) -> None:
+    """tail='segment': the total padding T - S as segment B, its position ids from 0, its rows
+    pad_value; every real sequence keeps ceil_to(L_i, A)."""
+    _check_pack(case)
+
+
+@h.needs("static_metadata")
+@pytest.mark.rules("R-STATIC-1", "R-STATIC-2", "R-META-7", "R-META-1", "R-META-3", "R-ROW-2")
+@h.prop_settings()
+@example(PackCase(config={"cp_size": 2, "max_num_seqs": 4, "max_seqlen": "total"},
+                  batch=Batch((3, 5))))
+@given(pack_cases(caps=CAPS, need_roll=False, config=configs(caps=CAPS, static=True)))
+def test_static_metadata_matches_reference(case: PackCase) -> None:
+    """max_num_seqs = N: N entries, the ones past the real content zero-length at the end of
+    the buffer; max_seqlen='total': plan.max_seqlen = T; num_seqs = B."""
+    _check_pack(case)

@@ -63,3 +63,43 @@ class CrashingTarget(ReferenceTarget):
     def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,
              pad_value: Any = 0) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
         return {"rows": 1 // 0}  # type: ignore[return-value]
+
+
+class ConventionBugsTarget(ReferenceTarget):
+    """The reference with spec 1.1 bugs, one per convention: MXFP8 padded as tensor scaling
+    (tp * cp * 16, the padding that trips TE's divisible-by-32 assertion), max_num_seqs ignored
+    (K = B, and B > max_num_seqs accepted), seq_align='cp' packed as 'tp_cp', and the padding
+    segment's position ids all 0 under tail='segment'."""
+
+    name = "convention-bugs"
+    description = "tests/suite: the reference with one bug per spec 1.1 convention"
+    capabilities = CORE | {"bucket", "fp8", "fp8_recipes", "static_metadata", "tail_segment",
+                           "seq_align_cp", "plan"}
+
+    @staticmethod
+    def _wrong(config: dict[str, Any]) -> dict[str, Any]:
+        out = dict(config)
+        if out.get("fp8") == "mxfp8":
+            out["fp8"] = "tensor"
+        if out.get("seq_align") == "cp":
+            out["seq_align"] = "tp_cp"
+        out.pop("max_num_seqs", None)
+        return out
+
+    def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,
+             pad_value: Any = 0) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+        wrong = self._wrong(config)
+        rows, pos, meta = super().pack(seqs, wrong, cp_rank, need_roll=need_roll,
+                                       pad_value=pad_value)
+        if config.get("tail") == "segment":
+            plan = reference.plan_thd([int(n) for n in meta["seqlens"][:len(seqs)]],
+                                      reference.PackConfig(**wrong))
+            rmap = reference.row_map(plan, reference.PackConfig(**wrong), cp_rank)
+            pos = pos.copy()
+            pos[[k for k, src in enumerate(rmap) if src.seq >= len(seqs)]] = 0
+        return rows, pos, meta
+
+    def plan(self, seqlens: Any, config: dict[str, Any]) -> dict[str, Any]:
+        from conformance.targets.protocol import plain_meta
+
+        return plain_meta(reference.plan_thd(seqlens, reference.PackConfig(**self._wrong(config))))

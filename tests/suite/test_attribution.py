@@ -38,3 +38,27 @@ def test_crash_is_a_target_error(tmp_path: Path) -> None:
     assert any("ZeroDivisionError" in tb for e in report["target_errors"]
                for tb in e["tracebacks"])
     assert report["target_errors"][0]["counterexamples"], report["target_errors"][0]
+
+
+def test_convention_bugs_are_charged_to_their_rules(tmp_path: Path) -> None:
+    """Spec 1.1: each convention's check can fail, on the rule that explains it: MXFP8 padded
+    to tp * cp * 16 (R-CONSUMER-5 on the contract tier, R-TOTAL-1 / R-FP8-1 and the brute-force
+    minimal total on the differential one), max_num_seqs ignored (R-STATIC-1, R-ERR-13), tp kept
+    in seq_align='cp' (R-ALIGN-5), the padding segment's position ids (R-TAIL-2)."""
+    report = run_suite(
+        "fake_targets:ConventionBugsTarget", tmp_path,
+        "conformance/test_contract.py::test_contract_fp8_split",
+        "conformance/test_differential.py::test_plan_fp8_recipes_match_reference",
+        "conformance/test_differential.py::test_plan_seq_align_cp_matches_reference",
+        "conformance/test_differential.py::test_tail_segment_matches_reference",
+        "conformance/test_differential.py::test_static_metadata_matches_reference",
+        "conformance/test_minimal_total.py", "conformance/test_static_metadata.py",
+        "conformance/test_reject_convention.py::test_reject_more_sequences_than_max_num_seqs")
+    crashed = [t for t in report["tests"] if t["status"] in ("error", "target-error")]
+    assert not crashed, crashed
+    rules = report["rules"]
+    for rule in ("R-CONSUMER-5", "R-ALIGN-5", "R-TAIL-2", "R-STATIC-1", "R-ERR-13"):
+        assert rules[rule]["status"] == "fail", (rule, rules[rule])
+    assert "fail" in {rules["R-TOTAL-1"]["status"], rules["R-FP8-1"]["status"]}
+    by_test = {t["test"].split("::")[-1]: t for t in report["tests"]}
+    assert by_test["test_total_is_the_smallest_meeting_every_requirement"]["status"] == "fail"
