@@ -20,6 +20,7 @@ def _plan_from_meta(meta: Meta) -> Any:
         max_seqlen=int(meta["max_seqlen"]),
         total=int(meta["total"]),
         local_rows=int(meta["local_rows"]),
+        num_seqs=int(meta.get("num_seqs", len(np.asarray(meta["seqlens"])))),  # R-META-7
     )
 
 
@@ -32,7 +33,7 @@ class ReferenceTarget:
         {"need_roll", "pad_value", "plan", "engine", "contiguous", "unpack", "distributed",
          "parallel_state_checks", "batch_checks", "unpack_checks", "api_type_checks",
          "native_scalars", "bucket", "fp8", "min_local_rows", "zero_length", "trailing_dims",
-         "config_checks"}
+         "config_checks", "tail_segment", "seq_align_cp", "fp8_recipes", "static_metadata"}
     )
     skip_reasons = {
         "flat_batch_checks": "reference.pack_thd takes a list or tuple of arrays only",
