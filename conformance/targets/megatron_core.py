@@ -68,6 +68,9 @@ class MegatronCoreTarget:
     """Adapter: SFT-style packing glue, then megatron-core's THD sharder."""
 
     name = "megatron-core"
+    # Spec 1.1: documents aligned to 2 * cp (cp * f), tp only on the total (R-ALIGN-5); the
+    # end padding onto the last document (tail='last', the default).
+    convention = {"seq_align": "cp"}
     # The peer (or the glue) builds every row it is asked for: a 2**31-row bucket would fill
     # the machine's memory, so the huge-total tests are not drawn.
     max_rows = 1 << 20
@@ -116,6 +119,10 @@ class MegatronCoreTarget:
             "native_scalars": "the sizes are Python ints from Megatron's arguments",
             "local_gather": "no gather in megatron-core's THD path",
             "simulated_megatron": "not an adapter",
+            "tail_segment": "SFTDataset puts the end padding onto the last document",
+            "fp8_recipes": why + "FP8 padding",
+            "static_metadata": "the glue pads to the smallest total (no thd_max_num_seqs path "
+            "in get_thd_batch_on_this_cp_rank)",
         }
 
     @contextlib.contextmanager
@@ -139,6 +146,11 @@ class MegatronCoreTarget:
         for key in ("fp8", "bucket", "min_local_rows"):
             if config.get(key):
                 raise NotImplementedError(self.skip_reasons[key])
+        for key, default in (("seq_align", "cp"), ("tail", "last"), ("max_num_seqs", None),
+                             ("max_seqlen", "exact")):
+            if config.get(key, default) != default:
+                raise NotImplementedError(f"{key}={config[key]!r}: SFTDataset's convention is "
+                                          "seq_align='cp', tail='last', no static metadata")
         if config.get("cp_size", 1) != 1 and config.get("cp_layout", "zigzag") != "zigzag":
             raise NotImplementedError(self.skip_reasons["contiguous"])
 

@@ -155,6 +155,10 @@ class OpenRLHFTarget:
         for key in ("fp8", "bucket", "min_local_rows"):
             if config.get(key) not in (None, False):
                 raise NotImplementedError(self.skip_reasons[key])
+        for key, default in (("tail", "last"), ("seq_align", "tp_cp"), ("max_num_seqs", None),
+                             ("max_seqlen", "exact")):
+            if config.get(key, default) != default:
+                raise NotImplementedError(f"{key}={config[key]!r}: not OpenRLHF's packing")
         if config.get("tp_size", 1) != 1:
             raise NotImplementedError("OpenRLHF has no tensor parallelism (tp_size 1)")
         if config.get("cp_size", 1) != 1 and config.get("cp_layout", "zigzag") != "contiguous":

@@ -118,6 +118,9 @@ class VerlFsdpTarget:
     max_rows = 1 << 20
     # No tensor parallelism, and CP only as contiguous slices (BASE_FEATURES).
     declines = frozenset({"tensor_parallel", "zigzag"})
+    # Spec 1.1: pad_packed_inputs appends the total padding as its own segment whose position
+    # ids restart at 0 (R-TAIL-1, R-TAIL-2); the suite compares it with the reference under it.
+    convention = {"tail": "segment"}
 
     def __init__(self) -> None:
         utils_path, self.version = _wheel.locate(DIST, UTILS_PATH, _HINT)
@@ -192,6 +195,13 @@ class VerlFsdpTarget:
             "native_scalars": "the sizes come from the engine config and torch.distributed",
             "local_gather": "not a Megatron path",
             "simulated_megatron": "not a Megatron path",
+            "seq_align": "no per-sequence alignment to declare (Ulysses needs none)",
+            "max_num_seqs": "the segments come from position ids: no static count",
+            "max_seqlen": "max_seqlen is derived from the position ids",
+            "seq_align_cp": "no per-sequence alignment to declare (Ulysses needs none)",
+            "static_metadata": "the attention derives its segments from the position ids: no "
+            "fixed-shape metadata",
+            "fp8_recipes": f"{not_here}: no FP8 padding",
         }
 
     # -- the protocol -------------------------------------------------------------------------
@@ -201,6 +211,13 @@ class VerlFsdpTarget:
                "bucket": None, "min_local_rows": None, **config}
         if need_roll:
             raise NotImplementedError(self.skip_reasons["need_roll"])
+        if config.get("tail", "segment") != "segment":
+            raise NotImplementedError("pad_packed_inputs appends the padding as its own segment "
+                                      "(tail='segment' only)")
+        for key, default in (("seq_align", "tp_cp"), ("max_num_seqs", None),
+                             ("max_seqlen", "exact")):
+            if config.get(key, default) != default:
+                raise NotImplementedError(f"{key}={config[key]!r}: {self.skip_reasons[key]}")
         if cfg["fp8"]:
             raise NotImplementedError(self.skip_reasons["fp8"])
         if cfg["min_local_rows"] is not None:
