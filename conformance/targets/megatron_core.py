@@ -37,7 +37,7 @@ import torch
 
 import reference
 
-from .protocol import CAPABILITIES, Config, Meta
+from .protocol import CAPABILITIES, CONVENTION_VALUES, Config, Meta
 
 EXPECTED_VERSION = "0.16.1"
 
@@ -146,6 +146,10 @@ class MegatronCoreTarget:
         for key in ("fp8", "bucket", "min_local_rows"):
             if config.get(key):
                 raise NotImplementedError(self.skip_reasons[key])
+        seq_align = config.get("seq_align", "cp")
+        if seq_align not in CONVENTION_VALUES["seq_align"]:
+            raise ValueError(f"seq_align must be 'cp' (SFTDataset's convention), got "
+                             f"{seq_align!r}")
         for key, default in (("seq_align", "cp"), ("tail", "last"), ("max_num_seqs", None),
                              ("max_seqlen", "exact")):
             if config.get(key, default) != default:

@@ -206,7 +206,8 @@ class OpenRLHFTarget:
 
     def unpack(self, shards: list[np.ndarray], meta: Meta, config: Config) -> list[np.ndarray]:
         tensors = [torch.from_numpy(np.ascontiguousarray(s))[None] for s in shards]
-        lengths = [int(x) for x in np.asarray(meta["seqlens"])]
+        b = int(meta.get("num_seqs", np.asarray(meta["seqlens"]).size))
+        lengths = [int(x) for x in np.asarray(meta["seqlens"])[:b]]
         width = max(lengths, default=0)
         mask = torch.zeros(len(lengths), width, dtype=torch.int64)
         for i, n in enumerate(lengths):

@@ -45,7 +45,7 @@ import numpy as np
 import torch
 
 from . import _wheel
-from .protocol import CAPABILITIES, Config, Meta
+from .protocol import CAPABILITIES, CONVENTION_VALUES, Config, Meta
 
 EXPECTED_VERSION = "0.9.1"
 DIST = "verl"
@@ -211,7 +211,10 @@ class VerlFsdpTarget:
                "bucket": None, "min_local_rows": None, **config}
         if need_roll:
             raise NotImplementedError(self.skip_reasons["need_roll"])
-        if config.get("tail", "segment") != "segment":
+        tail = config.get("tail", "segment")
+        if tail not in CONVENTION_VALUES["tail"]:
+            raise ValueError(f"tail must be 'segment' (the adapter's convention), got {tail!r}")
+        if tail != "segment":
             raise NotImplementedError("pad_packed_inputs appends the padding as its own segment "
                                       "(tail='segment' only)")
         for key, default in (("seq_align", "tp_cp"), ("max_num_seqs", None),
@@ -275,8 +278,13 @@ class VerlFsdpTarget:
         cu_padded = segments_from_position_ids(g_pos.numpy())
         lengths = np.asarray([s.shape[0] for s in seqs], dtype=np.int32)
         total = int(g_ids.shape[-1])
+        # Real lengths per derived segment: the B sequences', then 0 for each padding segment
+        # (the nested offsets verl keeps for the unpack hold the B lengths).
+        per_segment = np.zeros(max(cu_padded.size - 1, lengths.size), dtype=np.int32)
+        per_segment[:lengths.size] = lengths
         meta: Meta = {
-            "seqlens": lengths,
+            "seqlens": per_segment,
+            "num_seqs": int(lengths.size),
             "seqlens_padded": np.diff(cu_padded).astype(np.int32),
             "cu_seqlens_padded": cu_padded,
             "max_seqlen": int(np.diff(cu_padded).max()) if cu_padded.size > 1 else 0,
@@ -289,7 +297,8 @@ class VerlFsdpTarget:
         """The engine's output path: gather and strip the total pad, then split by the offsets."""
         tensors = [torch.from_numpy(np.ascontiguousarray(s)) for s in shards]
         sp = len(tensors)
-        lengths = [int(x) for x in np.asarray(meta["seqlens"])]
+        b = int(meta.get("num_seqs", np.asarray(meta["seqlens"]).size))
+        lengths = [int(x) for x in np.asarray(meta["seqlens"])[:b]]
         pad_size = int(meta["total"]) - sum(lengths)  # output_args["pad_size"]
         self._sp(sp, 0, tensors)
         engine = types.SimpleNamespace(use_ulysses_sp=sp > 1)

@@ -84,3 +84,22 @@ def test_declined_features_raise_not_implemented(target: MegatronCoreTarget) -> 
             target.pack([A, B], config, 0)
     with pytest.raises(NotImplementedError):
         target.pack([A, B], {}, 0, need_roll=True)
+
+
+def test_convention_is_seq_align_cp(target: MegatronCoreTarget) -> None:
+    """Spec 1.1: documents aligned to 2 * cp, tp on the total only: the reference under
+    seq_align='cp' gives the same plan (tp 2, cp 2, [1]: one segment of 4, not 8)."""
+    import reference
+
+    assert target.convention == {"seq_align": "cp"}
+    config = {"tp_size": 2, "cp_size": 2, "seq_align": "cp"}
+    seqs = [np.arange(1, dtype=np.int64)]
+    _, _, meta = target.pack(seqs, config, 0)
+    plan = reference.plan_thd([1], reference.PackConfig(**config))
+    assert meta["cu_seqlens_padded"].tolist() == plan.cu_seqlens_padded.tolist() == [0, 4]
+    with pytest.raises(NotImplementedError):
+        target.pack(seqs, {"seq_align": "tp_cp"}, 0)
+    with pytest.raises(ValueError, match="seq_align"):
+        target.pack(seqs, {"seq_align": "tp"}, 0)
+    with pytest.raises(NotImplementedError):
+        target.pack(seqs, {"tail": "segment"}, 0)

@@ -102,3 +102,24 @@ def test_declined_features_raise_not_implemented(target: VerlFsdpTarget) -> None
         target.pack([A, B], {}, 0, need_roll=True)
     with pytest.raises(NotImplementedError):
         target.pack([A, np.zeros(0, dtype=np.int64)], {}, 0)
+
+
+@needs_verl
+def test_convention_is_tail_segment(target: VerlFsdpTarget) -> None:
+    """Spec 1.1: the target declares tail='segment'; its seqlens has one real length per
+    derived segment (0 for the padding ones), num_seqs is B, and its unpack takes a plan with
+    K > B entries (the reference's for tail='segment')."""
+    assert target.convention == {"tail": "segment"}
+    _, _, meta = target.pack([A, B], {"bucket": 4, "tail": "segment"}, 0)
+    assert meta["seqlens"].tolist() == [3, 2, 0] and meta["num_seqs"] == 2
+    plan = {"seqlens": np.array([3, 2, 0]), "num_seqs": 2, "total": 8}
+    rows = np.array([11, 12, 13, 21, 22, 0, 0, 0])
+    assert [t.tolist() for t in target.unpack([rows], plan, {"bucket": 4})] == [
+        A.tolist(), B.tolist()]
+    with pytest.raises(NotImplementedError):
+        target.pack([A, B], {"tail": "last"}, 0)
+    with pytest.raises(ValueError, match="tail"):
+        target.pack([A, B], {"tail": "middle"}, 0)
+    for config in ({"max_num_seqs": 4}, {"max_seqlen": "total"}, {"seq_align": "cp"}):
+        with pytest.raises(NotImplementedError):
+            target.pack([A, B], config, 0)
