@@ -66,6 +66,8 @@ E3_LABEL = PackCase(_zz(cp_size=2), Batch((4, 0)), need_roll=True)
 E4_LEAK = PackCase(_zz(tp_size=2), Batch((1, 2)), need_roll=True)
 # MXFP8 with sequence parallelism: padding to tp * 16 trips TE's divisible-by-32 assertion.
 MXFP8_TP = PackCase(_zz(tp_size=2, fp8="mxfp8"), Batch((5, 3)))
+# verl's erratum E-2 under FP8: one row per rank for the FP8 GEMMs.
+E2_FP8 = PackCase(_zz(cp_size=2, fp8=True, min_local_rows=1), Batch((0,)))
 
 
 @pytest.mark.rules("R-CONSUMER-1", "R-CONSUMER-2", "R-CONSUMER-3")
@@ -96,6 +98,7 @@ def test_contract_tp_split(case: PackCase) -> None:
 @h.needs("fp8")
 @h.prop_settings(0.5)
 @example(FP8_BUCKET)
+@example(E2_FP8)
 @example(MXFP8_TP)
 @given(pack_cases(caps=CAPS, need_roll=False, config=configs(caps=CAPS, fp8=fp8_strategy(CAPS)),
                   batch=_SMALL))
