@@ -1,8 +1,9 @@
 """One rank of the distributed check: `python -m conformance._distributed JOB RANK`.
 
 Joins a gloo process group on 127.0.0.1, packs its shard of every case with the target,
-unpacks through the target's `distributed_unpack` (a real all_gather), and pickles the results
-next to the job file. The group is always destroyed, also on error.
+unpacks through the target's `distributed_unpack` (a real all_gather), does the same for every
+mask case through `packed_preprocess` / `packed_distributed` (verl's mask entry points), and
+pickles the results next to the job file. The group is always destroyed, also on error.
 """
 
 from __future__ import annotations
@@ -45,7 +46,18 @@ def run(job_path: Path, rank: int) -> int:
                                         need_roll=case.need_roll, pad_value=case.pad_value)
             outs, grad = target.distributed_unpack(rows, meta, dict(case.config), cp_rank, group)
             results.append({"outputs": outs, "grad": grad})
-        out_path.write_bytes(pickle.dumps({"results": results}))
+        packed = []
+        for case in job.get("packed", []):  # verl's mask entry points (R-MEG-8, R-MEG-9)
+            current = case
+            import reference
+
+            values, mask = case.arrays()
+            plan = reference.plan_thd(list(case.lengths), case.ref_config())
+            rows, _ = target.packed_preprocess(values, mask, case.config, cp_rank)
+            out, grad = target.packed_distributed(rows[0], plan.cu_seqlens_padded, mask,
+                                                  case.config, cp_rank, group)
+            packed.append({"output": out, "grad": grad})
+        out_path.write_bytes(pickle.dumps({"results": results, "packed": packed}))
         return 0
     except BaseException:
         error = f"case {current!r}:\n{traceback.format_exc()}"

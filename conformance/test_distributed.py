@@ -23,6 +23,7 @@ import pytest
 import reference
 
 from . import harness as h
+from ._packed_cases import MaskCase
 from .strategies import Batch, PackCase
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,14 +48,20 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _run_group(tmp_path: Path, cp: int, world: int,
-               cases: list[PackCase]) -> list[dict[str, Any]]:
+def _packed_cases(cp: int) -> list[MaskCase]:
+    return [MaskCase(1, cp, False, 9, (4, 0, 9), "left", trail=(3,), dtype="float32", seed=1),
+            MaskCase(3, cp, True, 11, (7, 2), "scattered", dtype="float32", seed=2),
+            MaskCase(2, cp, False, 6, (6, 1, 3), "right", dtype="int64", seed=3)]
+
+
+def _run_group(tmp_path: Path, cp: int, world: int, cases: list[PackCase],
+               packed: list[MaskCase] | None = None) -> list[dict[str, Any]]:
     """Start `world` worker processes (world // cp CP groups), wait with a bound, always reap
     them."""
     job = tmp_path / "job.pkl"
     job.write_bytes(pickle.dumps({"port": _free_port(), "world": world, "cp": cp,
                                   "timeout": TIMEOUT_S, "target": h.target_spec(),
-                                  "cases": cases}))
+                                  "cases": cases, "packed": packed or []}))
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *sys.path])
     env.setdefault("OMP_NUM_THREADS", "1")
@@ -108,4 +115,26 @@ def test_distributed_unpack(tmp_path: Path, cp: int, world: int) -> None:
                 assert h.same_bits(np.asarray(g), w), (
                     f"case {case}: rank {rank} sequence {i}: {np.asarray(g)!r}, spec {w!r}"
                 )
+            h.check_local_grad(got["grad"], plan, cfg, rank, f"case {case}")
+
+
+@h.needs("distributed", "packed_seqs")
+@pytest.mark.rules("R-MEG-8", "R-MEG-9")
+@pytest.mark.parametrize("cp,world", [(2, 4), (4, 4)], ids=["cp2-two-groups", "cp4"])
+def test_distributed_packed_seqs(tmp_path: Path, cp: int, world: int) -> None:
+    """preprocess_packed_seqs / postprocess_packed_seqs on every rank with a real all_gather
+    over its CP group (two groups in a world of 4 at cp 2): every rank gets the padded batch
+    back at the mask's True entries, and its own rows carry gradient 1 where real."""
+    packed = _packed_cases(cp)
+    results = _run_group(tmp_path, cp, world, [], packed)
+    for index, case in enumerate(packed):
+        values, mask = case.arrays()
+        want = np.where(mask.reshape(*mask.shape, *([1] * len(case.trail))), values, 0)
+        cfg = case.ref_config()
+        plan = reference.plan_thd(list(case.lengths), cfg)
+        for world_rank, data in enumerate(results):
+            rank = world_rank % cp
+            got = data["packed"][index]
+            assert h.same_bits(np.asarray(got["output"]), want.astype(values.dtype)), \
+                f"case {case}: rank {rank} got {np.asarray(got['output']).tolist()}"
             h.check_local_grad(got["grad"], plan, cfg, rank, f"case {case}")

@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # Implements THD packing spec 1.1.0
-"""Drop-in replacements for verl 0.9.1's `preprocess_thd_engine` / `postprocess_thd_engine`.
+"""Drop-in replacements for verl 0.9.1's Megatron packing entry points: the engine path's
+`preprocess_thd_engine` / `postprocess_thd_engine` (nested tensors) and the non-engine path's
+`preprocess_packed_seqs` / `postprocess_packed_seqs` (a padded batch and an attention mask).
 
 Same signatures and return values as verl's (`verl/models/mcore/util.py`), with the packing
 arithmetic of this spec (differences: spec/errata.md). megatron-core is imported lazily, inside
@@ -15,6 +17,7 @@ from typing import Any
 import torch
 
 from .config import LAYOUTS, PackConfig
+from .masked import check_mask, check_masked, mask_lengths, mask_positions
 from .pack import check_batch, check_pad_value, pack_batch
 from .plan import host_lengths, plan_with_host
 from .unpack import check_shards, unpack_flat
@@ -240,3 +243,83 @@ def postprocess_thd_engine(
         min_seqlen=int(batch.lengths.min()),
         max_seqlen=int(batch.lengths.max()),
     )
+
+
+def preprocess_packed_seqs(
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    pre_process: bool = True,
+    use_fp8_padding: bool = False,
+) -> tuple[torch.Tensor, Any]:
+    """Pack a padded batch `[B, S, *trail]` with a bool `attention_mask [B, S]` of any pattern
+    for this CP rank, zigzag (verl's non-engine entry point; R-MEG-8).
+
+    Returns `(rows [1, R, *trail], PackedSeqParams)`; with `pre_process=False`,
+    `(input_ids, PackedSeqParams)`. Built on impl's mask form (impl/masked.py): one gather from
+    `input_ids` in place, no per-sequence loop; a CUDA mask costs one device-to-host copy of its
+    B lengths (verl makes three and one more per sequence).
+    """
+    mpu, packed_seq_params_cls = _megatron()
+    tp = mpu.get_tensor_model_parallel_world_size()
+    cp, rank, _ = _cp_info(mpu, None)
+    config = _config(tp, cp, "zigzag", use_fp8_padding, None, None)
+    batch = check_masked(input_ids, attention_mask, mask_name="attention_mask")
+    fill = check_pad_value(0, batch.dtype)  # verl pads with zeros
+    plan, padded, cu_padded = plan_with_host(batch.lengths, config)
+    cu = plan.cu_seqlens_padded.to(device=batch.device, non_blocking=True)
+    params = build_params(packed_seq_params_cls, {
+        "qkv_format": "thd", "cu_seqlens_q": cu, "max_seqlen_q": plan.max_seqlen,
+        "cu_seqlens_kv": cu, "max_seqlen_kv": plan.max_seqlen, "cu_seqlens_q_padded": cu,
+        "cu_seqlens_kv_padded": cu,
+    })
+    if not pre_process:
+        return input_ids, params
+    rows, _ = pack_batch(batch, plan, config, rank, False, fill, (padded, cu_padded))
+    return rows.unsqueeze(0), params
+
+
+def postprocess_packed_seqs(
+    output: torch.Tensor,
+    packed_seq_params: Any,
+    attention_mask: torch.Tensor,
+    batch_size: int,
+    seq_len: int,
+    post_process: bool = True,
+) -> torch.Tensor:
+    """All-gather the CP ranks' `[1, R, *trail]` outputs and scatter them back into a zero
+    `[batch_size, seq_len, *trail]` tensor at `attention_mask`'s True entries (R-MEG-9).
+
+    One real `all_gather` over Megatron's CP group; the local rank's `output` stays in the
+    autograd graph (gradients reach it through one gather and one `index_copy`).
+    """
+    if not post_process:
+        return output
+    mpu, _ = _megatron()
+    cp, rank, _ = _cp_info(mpu, None)
+    if output.dim() < 2 or output.shape[0] != 1:
+        raise ValueError(f"output must be [1, R, *trail], got shape {tuple(output.shape)}")
+    check_mask(attention_mask, (batch_size, seq_len), output.device, "attention_mask")
+    lengths = mask_lengths(attention_mask)
+    cu_padded = getattr(packed_seq_params, "cu_seqlens_q_padded", None)
+    if cu_padded is None:
+        cu_padded = packed_seq_params.cu_seqlens_q
+    cu_padded_host = host_lengths(cu_padded, "cu_seqlens_q_padded")  # one copy if on a device
+    if cu_padded_host.numel() != batch_size + 1:
+        raise ValueError(f"cu_seqlens_q_padded has {cu_padded_host.numel()} entries, "
+                         f"batch_size={batch_size} needs {batch_size + 1}")
+    total = int(cu_padded_host[-1])
+    if total % cp != 0:
+        raise ValueError(f"padded total {total} is not divisible by cp_size={cp}")
+    if cp > 1:
+        gathered = [torch.empty_like(output) for _ in range(cp)]
+        torch.distributed.all_gather(gathered, output.detach(),
+                                     group=mpu.get_context_parallel_group())
+        gathered[rank] = output  # keep the local part in the autograd graph
+    else:
+        gathered = [output]
+    shards = check_shards([g[0] for g in gathered], total // cp, cp)
+    flat = unpack_flat(shards, lengths, cu_padded_host, cp, "zigzag")
+    trail = tuple(output.shape[2:])
+    out = output.new_zeros((batch_size * seq_len, *trail))
+    index = mask_positions(attention_mask, int(lengths.sum()))
+    return out.index_copy(0, index, flat).view(batch_size, seq_len, *trail)

@@ -57,7 +57,9 @@ class Batch:
         trail: tuple[int, ...],
         dtype: torch.dtype,
         device: torch.device,
+        index: torch.Tensor | None = None,
     ) -> None:
+        self.index = index  # mask form (impl/masked.py): concatenated row -> row of `values`
         self.values = values
         self.lengths = lengths
         self.src_start = src_start  # None: the exclusive cumsum of the lengths
@@ -105,8 +107,12 @@ def uniform_sizes(seqs: Sequence[Any]) -> list[int] | None:
     return [s[0] for s in shapes]
 
 
-def check_batch(seqs: Any, lengths: Any = None) -> Batch:
+def check_batch(seqs: Any, lengths: Any = None, mask: Any = None) -> Batch:
     """Check a batch's types and shapes without touching its data (R-ERR-1, R-ERR-7, R-ERR-9)."""
+    if mask is not None:  # the padded batch + mask form (impl/masked.py)
+        from .masked import check_masked
+
+        return check_masked(seqs, mask, lengths)
     if lengths is not None:
         if not isinstance(seqs, torch.Tensor) or seqs.is_nested:
             raise TypeError(
@@ -336,12 +342,14 @@ def pack_batch(
     if values is None:  # a list: copied once into one buffer
         assert batch.parts is not None
         values = torch.cat(list(batch.parts), dim=0)
-    n_src = values.shape[0]
+    n_src = values.shape[0] if batch.index is None else batch.index.numel()
     # R-POS-2, R-ROLL-1: position id = offset (+1 with need_roll) of the row's source; and the
     # row's index in the source, which runs past a sequence's real rows on its padding rows.
     index = index_dtype(2 * n_src, 2 * (plan.total + rows_n) + 4)
     pos = expand(rows_n, ch.starts, ch.d[0], slope=1, dtype=torch.int64, device=device)
     idx = gather_index(ch, n_src, rows_n, index, device)
+    if batch.index is not None:  # mask form: gather from the padded batch in place
+        idx = batch.index.index_select(0, idx)
     rows = as_dtype(values, fill.view).index_select(0, idx)  # R-ROW-1: real rows bit for bit
     count = rows_n - n_real
     if count * 8 <= rows_n * (8 - idx.element_size()):
@@ -416,16 +424,18 @@ def pack_thd(
     need_roll: bool = False,
     pad_value: bool | int | float = 0,
     lengths: Any = None,
+    mask: Any = None,
 ) -> tuple[torch.Tensor, torch.Tensor, Plan]:
     """Pack a batch into rank `cp_rank`'s THD rows (spec §5-§8).
 
     Returns `(rows [local_rows, *trail], position_ids [local_rows] int64, plan)`, on the
     input's device and dtype. `seqs` is a list/tuple of tensors, a jagged nested tensor, or a
-    flat `[sum L, *trail]` tensor together with `lengths=` (a list or 1-D tensor). Every check
-    (R-ERR-*) runs before any data is read.
+    flat `[sum L, *trail]` tensor together with `lengths=` (a list or 1-D tensor), or a padded
+    `[B, S, *trail]` tensor with a bool `mask=` `[B, S]` (sequence i is `x[i, mask[i]]`). Every
+    check (R-ERR-*) runs before any data is read.
     """
     rank = check_call_args(config, cp_rank, need_roll, pad_value)
-    batch = check_batch(seqs, lengths)
+    batch = check_batch(seqs, lengths, mask)
     fill = check_pad_value(pad_value, batch.dtype)
     plan, padded, cu_padded = plan_with_host(batch.lengths, config)
     rows, pos = pack_batch(batch, plan, config, rank, need_roll, fill, (padded, cu_padded))

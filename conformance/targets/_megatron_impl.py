@@ -260,3 +260,53 @@ def gathered_unpack_dynamic(shards: list[np.ndarray], meta: Meta, config: Config
             _answered_gather(shards, cp_rank, own):
         return _postprocess(shards[cp_rank], meta, config, params, (1, 0, None),
                             local_cp_size=len(shards))
+
+
+def packed_preprocess(values: np.ndarray, mask: np.ndarray, config: Config, cp_rank: int
+                      ) -> tuple[np.ndarray, dict[str, Any]]:
+    """preprocess_packed_seqs of a padded batch and its bool mask (R-MEG-8); only non-default
+    arguments are passed."""
+    from impl import megatron
+
+    cfg = _full(config)
+    kwargs = {"use_fp8_padding": True} if cfg["fp8"] is True else {}
+    with fake_parallel_state(cfg["tp_size"], cfg["cp_size"], cp_rank):
+        rows, params = megatron.preprocess_packed_seqs(
+            torch.from_numpy(np.ascontiguousarray(values)), torch.from_numpy(mask), **kwargs)
+    return rows.numpy(), params_dict(params)
+
+
+def _packed_post(rows: np.ndarray, cu_padded: np.ndarray, mask: np.ndarray, config: Config,
+                 cp_rank: int, group: Any) -> tuple[np.ndarray, np.ndarray | None]:
+    from megatron.core.packed_seq_params import PackedSeqParams
+
+    from impl import megatron
+
+    cfg = _full(config)
+    cu = torch.as_tensor(np.asarray(cu_padded), dtype=torch.int32)
+    params = PackedSeqParams(qkv_format="thd", cu_seqlens_q=cu, cu_seqlens_kv=cu,
+                             cu_seqlens_q_padded=cu, cu_seqlens_kv_padded=cu)
+    m = torch.from_numpy(mask)
+
+    def post(local: torch.Tensor) -> Any:
+        with fake_parallel_state(cfg["tp_size"], cfg["cp_size"], cp_rank, group):
+            return megatron.postprocess_packed_seqs(local, params, m, m.shape[0], m.shape[1])
+
+    parts, grad = unpack_with_grad(rows, post)
+    return np.stack(parts), grad
+
+
+def packed_gathered(shards: list[np.ndarray], cu_padded: np.ndarray, mask: np.ndarray,
+                    config: Config, cp_rank: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """postprocess_packed_seqs of rank `cp_rank`, its all_gather answered in this process by
+    `shards` over the CP group only (R-MEG-9)."""
+    group = _CPGroup()
+    with _answered_gather(shards, cp_rank, group):
+        return _packed_post(shards[cp_rank], cu_padded, mask, config, cp_rank, group)
+
+
+def packed_distributed(rows: np.ndarray, cu_padded: np.ndarray, mask: np.ndarray,
+                       config: Config, cp_rank: int, group: Any
+                       ) -> tuple[np.ndarray, np.ndarray | None]:
+    """postprocess_packed_seqs over a live process group (R-MEG-9)."""
+    return _packed_post(rows, cu_padded, mask, config, cp_rank, group)

@@ -79,7 +79,7 @@ class ImplTarget:
          "megatron_checks", "api_type_checks", "native_scalars", "local_gather",
          "simulated_megatron", "bucket", "fp8", "min_local_rows", "zero_length",
          "trailing_dims", "large_totals", "config_checks",
-         "float8", "kwargs_params"}
+         "float8", "kwargs_params", "packed_seqs"}
     )
     # impl.pack_thd also takes a jagged nested tensor (with or without gaps between the
     # sequences in its values buffer) and a flat values tensor with lengths= (R-IN-1).
@@ -227,6 +227,29 @@ class ImplTarget:
         from . import _megatron_impl
 
         return _megatron_impl.preprocess_kwargs(seqs, config, cp_rank, need_roll=need_roll)
+
+    def packed_preprocess(self, values: np.ndarray, mask: np.ndarray, config: Config,
+                          cp_rank: int) -> tuple[np.ndarray, dict[str, Any]]:
+        """Capability `packed_seqs`: impl/megatron.py's preprocess_packed_seqs."""
+        from . import _megatron_impl
+
+        return _megatron_impl.packed_preprocess(values, mask, config, cp_rank)
+
+    def packed_gathered(self, shards: list[np.ndarray], cu_padded: np.ndarray,
+                        mask: np.ndarray, config: Config, cp_rank: int
+                        ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Capability `packed_seqs`: postprocess_packed_seqs, collective in process."""
+        from . import _megatron_impl
+
+        return _megatron_impl.packed_gathered(shards, cu_padded, mask, config, cp_rank)
+
+    def packed_distributed(self, rows: np.ndarray, cu_padded: np.ndarray, mask: np.ndarray,
+                           config: Config, cp_rank: int, group: Any
+                           ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Capabilities `packed_seqs` + `distributed`: postprocess over a live group."""
+        from . import _megatron_impl
+
+        return _megatron_impl.packed_distributed(rows, cu_padded, mask, config, cp_rank, group)
 
     def distributed_unpack(
         self, rows: np.ndarray, meta: Meta, config: Config, cp_rank: int, group: Any

@@ -78,6 +78,10 @@ CAPABILITIES: dict[str, str] = {
     "kwargs_params": "megatron_preprocess_kwargs(seqs, config, cp_rank, *, need_roll) runs "
     "preprocess with a PackedSeqParams whose constructor takes **kwargs (verl's test stub): "
     "every field passed (R-MEG-4), contiguous cp > 1 accepted, verl's slot values (R-MEG-6, -7)",
+    "packed_seqs": "verl's mask entry points (R-MEG-8, R-MEG-9): packed_preprocess(values, mask, "
+    "config, cp_rank) -> (rows [1, R, *trail], PackedSeqParams view); packed_gathered(shards, "
+    "cu_padded, mask, config, cp_rank) and, with `distributed`, packed_distributed(rows, "
+    "cu_padded, mask, config, cp_rank, group) -> (output [B, S, *trail], local gradient)",
     "native_scalars": "native_scalar(value) returns the implementation's own 0-d array holding a "
     "Python scalar, used as a config field or cp_rank (spec section 0: integers, bools)",
     "large_totals": "pack and unpack of a total of 2**25 rows (32 MiB of int8 over 2 ranks) "

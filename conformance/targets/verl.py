@@ -124,7 +124,7 @@ class VerlTarget:
         # min_local_rows, and packs empty sequences and trailing dims (nested jagged tensors).
         caps = {"need_roll", "unpack", "megatron", "distributed", "bucket", "fp8",
                 "min_local_rows", "zero_length", "trailing_dims", "config_checks",
-                "kwargs_params"}
+                "kwargs_params", "packed_seqs"}
         # Feature probe: the contiguous layout needs PackedSeqParams.cp_partition_mode.
         if self.util._PACKED_SEQ_PARAMS_HAS_CP_PARTITION_MODE:
             caps.add("contiguous")
@@ -206,6 +206,50 @@ class VerlTarget:
             self._kwargs_util = load_util(KwargsParams)
         rows, params, pos = self._call_pre(seqs, config, cp_rank, need_roll, self._kwargs_util)
         return rows.numpy(), params_dict(params), pos.numpy()
+
+    def packed_preprocess(self, values: np.ndarray, mask: np.ndarray, config: Config,
+                          cp_rank: int) -> tuple[np.ndarray, dict[str, Any]]:
+        """Capability `packed_seqs`: verl's preprocess_packed_seqs (zigzag, tp, cp, FP8)."""
+        cfg = {"tp_size": 1, "cp_size": 1, "fp8": False, **config}
+        self.util.mpu = FakeParallelState(  # type: ignore[attr-defined]
+            cfg["tp_size"], cfg["cp_size"], cp_rank)
+        rows, params = self.util.preprocess_packed_seqs(
+            torch.from_numpy(np.ascontiguousarray(values)), torch.from_numpy(mask),
+            use_fp8_padding=cfg["fp8"])
+        return rows.numpy(), params_dict(params)
+
+    def _packed_post(self, rows: np.ndarray, cu_padded: np.ndarray, mask: np.ndarray,
+                     config: Config, cp_rank: int, group: Any
+                     ) -> tuple[np.ndarray, np.ndarray | None]:
+        meta = {"cu_seqlens_padded": cu_padded}
+        params = thd_params(meta)
+        m = torch.from_numpy(mask)
+
+        def post(local: torch.Tensor) -> Any:
+            self.util.mpu = FakeParallelState(  # type: ignore[attr-defined]
+                config.get("tp_size", 1), config.get("cp_size", 1), cp_rank, group)
+            return self.util.postprocess_packed_seqs(local, params, m, m.shape[0], m.shape[1])
+
+        parts, grad = unpack_with_grad(rows, post)
+        return np.stack(parts), grad
+
+    def packed_gathered(self, shards: list[np.ndarray], cu_padded: np.ndarray,
+                        mask: np.ndarray, config: Config, cp_rank: int
+                        ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Capability `packed_seqs`: verl's postprocess_packed_seqs, its all_gather answered
+        in process with every rank's rows."""
+        tensors = [torch.from_numpy(np.ascontiguousarray(s)) for s in shards]
+        real_torch = self.util.torch  # type: ignore[attr-defined]
+        self.util.torch = _TorchWithLocalGather(tensors)  # type: ignore[attr-defined]
+        try:
+            return self._packed_post(shards[cp_rank], cu_padded, mask, config, cp_rank, None)
+        finally:
+            self.util.torch = real_torch  # type: ignore[attr-defined]
+
+    def packed_distributed(self, rows: np.ndarray, cu_padded: np.ndarray, mask: np.ndarray,
+                           config: Config, cp_rank: int, group: Any
+                           ) -> tuple[np.ndarray, np.ndarray | None]:
+        return self._packed_post(rows, cu_padded, mask, config, cp_rank, group)
 
     def _post(self, output: torch.Tensor, meta: Meta, config: Config, cp_rank: int,
               group: Any) -> Any:

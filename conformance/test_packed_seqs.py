@@ -1,0 +1,70 @@
+"""verl's non-engine Megatron entry points, a padded batch plus a bool attention mask
+(spec section 12, R-MEG-8, R-MEG-9; capability `packed_seqs`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import example, given
+
+import reference
+
+from . import harness as h
+from ._packed_cases import MaskCase, mask_cases
+
+CAPS = h.caps()
+FIELDS = ("cu_seqlens_q", "cu_seqlens_kv", "cu_seqlens_q_padded", "cu_seqlens_kv_padded")
+
+
+def check_preprocess(case: MaskCase) -> list[np.ndarray]:
+    """Every rank's rows and PackedSeqParams against the reference pack of the masked
+    sequences; returns the shards."""
+    values, mask = case.arrays()
+    before = (values.tobytes(), mask.tobytes())
+    cfg = case.ref_config()
+    seqs = case.sequences()
+    plan = reference.plan_thd([len(x) for x in seqs], cfg)
+    shards = []
+    for rank in range(case.cp):
+        rows, params = h.target().packed_preprocess(values, mask, case.config, rank)
+        want, _, _ = reference.pack_thd(seqs, cfg, rank)
+        for key in FIELDS:
+            got = np.asarray(params[key])
+            if got.dtype != np.int32 or not np.array_equal(got, plan.cu_seqlens_padded):
+                raise h.RuleViolation(f"rank {rank}: {key} {got.tolist()} ({got.dtype}), spec "
+                                      f"{plan.cu_seqlens_padded.tolist()}", {"R-MEG-8"})
+        if params["qkv_format"] != "thd" or params["max_seqlen_q"] != plan.max_seqlen or \
+                params["max_seqlen_kv"] != plan.max_seqlen:
+            raise h.RuleViolation(f"rank {rank}: PackedSeqParams {params}", {"R-MEG-8"})
+        if rows.shape != (1, *want.shape) or not h.same_bits(rows[0], want):
+            raise h.RuleViolation(f"rank {rank}: rows {rows.tolist()}, spec {want.tolist()}",
+                                  {"R-MEG-8"})
+        shards.append(rows[0])
+    if (values.tobytes(), mask.tobytes()) != before:
+        raise h.RuleViolation("preprocess_packed_seqs changed its inputs", {"R-MEG-8"})
+    return shards
+
+
+@h.needs("packed_seqs")
+@pytest.mark.rules("R-MEG-8", "R-MEG-9")
+@h.prop_settings(0.5)
+@example(MaskCase(1, 2, False, 6, (3, 5), "left"))
+@example(MaskCase(2, 3, True, 9, (9, 0, 4), "scattered", trail=(2,), dtype="float32"))
+@example(MaskCase(3, 4, False, 7, (1, 7), "right", trail=(2, 2)))
+@given(mask_cases(caps=CAPS))
+def test_packed_seqs_round_trip(case: MaskCase) -> None:
+    """preprocess_packed_seqs gives the spec's zigzag rows of the masked sequences on every
+    rank; postprocess_packed_seqs, its all_gather answered in process, puts them back at the
+    mask's True entries (0 elsewhere) on every rank, the local rows in the autograd graph."""
+    shards = check_preprocess(case)
+    values, mask = case.arrays()
+    cfg = case.ref_config()
+    plan = reference.plan_thd(list(case.lengths), cfg)
+    want = np.where(mask.reshape(*mask.shape, *([1] * len(case.trail))), values, 0)
+    for rank in range(case.cp):
+        out, grad = h.target().packed_gathered(shards, plan.cu_seqlens_padded, mask,
+                                               case.config, rank)
+        if out.shape != want.shape or not h.same_bits(out, want.astype(out.dtype)):
+            raise h.RuleViolation(f"rank {rank}: postprocess gave {out.tolist()}, spec "
+                                  f"{want.tolist()}", {"R-MEG-9"})
+        h.check_local_grad(grad, plan, cfg, rank, str(case))
