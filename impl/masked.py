@@ -4,21 +4,26 @@
 
 Most RL trainers hold a micro-batch as one padded tensor `x [B, S, *trail]` with a bool
 `attention_mask [B, S]` of any pattern (left-padded prompts, right-padded responses, scattered
-tokens). Sequence `i` is `x[i, mask[i]]`, in order. The batch is gathered in place: the packer's
-gather index, built over the sequences' tokens as if they were concatenated, is composed with the
-flat positions of the mask's True entries, so no compacted copy of the batch is ever made and the
-one gather reads the padded tensor directly. There is no per-sequence Python loop.
+tokens). Sequence `i` is `x[i, mask[i]]`, in order. The batch is gathered in place, with no
+compacted copy and no per-sequence Python loop:
 
-Cost: the lengths are one reduction over the mask, read on the host: for a CUDA mask that is one
-device-to-host copy (B integers), the only synchronisation of the pack. The flat positions of the
-True entries (`nonzero`, sized by the host total on an accelerator so that it does not
-synchronise again) are one int64 index of `sum L` entries on the data's device, and the packer's
-index is mapped through them with one `index_select`. A non-contiguous `x` is copied once by
-`reshape`.
+- every row's True entries one run (left or right padding, any mix): the sequences are read
+  through per-sequence starts `i * S + first_i` in `x` viewed `[B * S, *trail]` (the jagged
+  form with gaps), so the pack is the flat pack's one gather;
+- otherwise (scattered): the packer's gather index, built over the concatenated sequences, is
+  mapped through the flat positions of the True entries (`nonzero`, one int64 per token) with
+  one `index_select`, and the one gather reads `x`.
+
+Cost: the lengths and the first and last True entry of every row come from a few scans over the
+mask's bytes viewed as 8-byte words, read on the host in one copy: for a CUDA mask that is the
+one device-to-host copy of the pack (5 B integers). `nonzero` is sized by the host total on an
+accelerator, so the scattered path does not synchronise again. A non-contiguous `x` is copied
+once by `reshape`.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import torch
@@ -48,6 +53,43 @@ def mask_lengths(mask: torch.Tensor) -> torch.Tensor:
     return counts.to("cpu")
 
 
+def mask_runs(mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(host lengths, host start of each row's True run, or None when some row's True entries
+    are not one run), from one device-to-host copy.
+
+    Left- and right-padded masks are single runs: their batch is then gathered from the padded
+    tensor through per-sequence starts, the nested-with-gaps form, with no index of the tokens.
+    The first and last True entries are found over 8-byte words (the mask's bytes viewed as
+    int64, little-endian hosts, S a multiple of 8), so the scans read B * S / 8 words.
+    """
+    b, s = mask.shape
+    u8 = mask.view(torch.uint8)
+    unit = 8 if s % 8 == 0 and u8.is_contiguous() and sys.byteorder == "little" else 1
+    words = u8.view(torch.int64) if unit == 8 else u8
+    nonzero = (words != 0).view(torch.uint8)
+    first_w = nonzero.argmax(1)
+    last_w = nonzero.size(1) - 1 - nonzero.flip(1).argmax(1)
+    ends = words.gather(1, torch.stack((first_w, last_w), 1)).to(torch.int64)
+    if unit == 8:  # a word's byte sum is the top byte of word * 0x0101..01 (bytes are 0 or 1)
+        counts = ((words * 0x0101010101010101) >> 56).sum(1)
+    else:
+        counts = u8.sum(1, dtype=torch.int64)
+    host = torch.cat((counts[None], first_w[None], last_w[None],
+                      ends.T)).to("cpu")  # the one device-to-host copy
+    lengths, fw, lw, fv, lv = host
+    if unit == 8:  # byte offsets inside the words: lowest / highest set bit, over 8
+        first_byte = torch.frexp((fv & -fv).to(torch.float64))[1] - 1
+        last_byte = torch.frexp(lv.to(torch.float64))[1] - 1
+        start = fw * 8 + torch.div(first_byte, 8, rounding_mode="floor")
+        end = lw * 8 + torch.div(last_byte, 8, rounding_mode="floor") + 1
+    else:
+        start, end = fw, lw + 1
+    real = lengths > 0
+    if bool(((end - start != lengths) & real).any()):
+        return lengths, None
+    return lengths, torch.where(real, start, 0)
+
+
 def mask_positions(mask: torch.Tensor, total: int) -> torch.Tensor:
     """Flat positions of the True entries in row-major order (sequence `i`'s tokens in order);
     `total`, known on the host, sizes the result so that an accelerator does not synchronise."""
@@ -75,9 +117,12 @@ def check_masked(values: Any, mask: Any, lengths: Any = None, mask_name: str = "
     b, s = values.shape[0], values.shape[1]
     if b == 0:
         raise ValueError("empty batch: the mask has no rows (B = 0)")
-    host = mask_lengths(mask)
+    host, starts = mask_runs(mask)
     check_lengths(host, mask_name)
     trail = tuple(values.shape[2:])
+    flat = values.reshape(b * s, *trail)
+    if starts is not None:  # every row one run: per-sequence starts, no token index
+        rows = torch.arange(b, dtype=torch.int64) * s
+        return Batch(flat, host, rows + starts, None, trail, values.dtype, values.device)
     index = mask_positions(mask, int(host.sum()))
-    return Batch(values.reshape(b * s, *trail), host, None, None, trail, values.dtype,
-                 values.device, index=index)
+    return Batch(flat, host, None, None, trail, values.dtype, values.device, index=index)

@@ -205,20 +205,44 @@ def test_pack_thd_mask_form_equals_the_list_form() -> None:
 
 
 @pytest.mark.rules("R-MEG-8")
-def test_mask_form_reads_the_mask_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """On `meta` tensors (no data: any device-to-host read raises) the mask form packs with the
-    lengths as its one host read: a CUDA mask costs one device-to-host copy."""
+@pytest.mark.parametrize("runs", [True, False], ids=["one-run-per-row", "scattered"])
+def test_mask_form_reads_the_mask_once(monkeypatch: pytest.MonkeyPatch, runs: bool) -> None:
+    """On `meta` tensors (no data: any device-to-host read raises) the mask form packs with
+    `mask_runs`' one copy (lengths and run starts) as its only host read, also on the scattered
+    path: a CUDA mask costs one device-to-host copy."""
     calls = []
 
-    def lengths(mask: torch.Tensor) -> torch.Tensor:
+    def one_copy(mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         calls.append(mask.device.type)
-        return torch.tensor([2, 0, 5])
+        return torch.tensor([2, 0, 5]), (torch.tensor([3, 0, 0]) if runs else None)
 
-    monkeypatch.setattr(masked, "mask_lengths", lengths)
+    monkeypatch.setattr(masked, "mask_runs", one_copy)
     x = torch.empty(3, 5, 2, device="meta", dtype=torch.int64)
     m = torch.empty(3, 5, device="meta", dtype=torch.bool)
     rows, pos, plan = impl.pack_thd(x, impl.PackConfig(cp_size=2), 1, mask=m)
     assert calls == ["meta"] and rows.shape == (6, 2) and rows.device.type == "meta"
+
+
+@pytest.mark.rules("R-MEG-8")
+def test_mask_runs_finds_every_run() -> None:
+    """Lengths and run starts from 8-byte words agree with a per-row scan, for S a multiple of
+    8 (the word path) and not (the byte path); a row with two runs gives None."""
+    rng = torch.Generator().manual_seed(3)
+    for s in (8, 24, 13, 64):
+        for _ in range(30):
+            lo = torch.randint(0, s, (6,), generator=rng)
+            hi = torch.minimum(lo + torch.randint(0, s + 1, (6,), generator=rng), torch.tensor(s))
+            cols = torch.arange(s)
+            mask = (cols >= lo[:, None]) & (cols < hi[:, None])
+            lengths, starts = masked.mask_runs(mask)
+            assert lengths.tolist() == mask.sum(1).tolist()
+            assert starts is not None
+            for i in range(6):
+                if lengths[i] > 0:
+                    assert starts[i] == int(torch.nonzero(mask[i])[0])
+        two = torch.zeros(2, s, dtype=torch.bool)
+        two[0, 0] = two[0, s - 1] = True
+        assert masked.mask_runs(two)[1] is None
 
 
 def _free_port() -> int:
