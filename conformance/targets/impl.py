@@ -28,6 +28,8 @@ def to_form(form: str, seqs: list[np.ndarray]) -> tuple[Any, dict[str, Any]]:
     if form == "tuple":
         return tuple(parts), {}
     lengths = [p.shape[0] for p in parts]
+    if form in ("padded-left", "padded-scattered"):
+        return padded_with_mask(seqs, left=form == "padded-left")
     values = torch.cat(parts, dim=0)
     if form == "flat-list":
         return values, {"lengths": lengths}
@@ -47,6 +49,23 @@ def to_form(form: str, seqs: list[np.ndarray]) -> tuple[Any, dict[str, Any]]:
         return torch.nested.nested_tensor_from_jagged(
             spaced, starts, lengths=torch.tensor(lengths, dtype=torch.int64)), {}
     raise ValueError(f"unknown batch form {form!r}")
+
+
+def padded_with_mask(seqs: list[np.ndarray], left: bool) -> tuple[Any, dict[str, Any]]:
+    """impl's mask form: a padded `[B, S, *trail]` tensor (junk bytes off the mask) and a bool
+    mask whose row i selects sequence i, left-aligned or scattered (every other column,
+    alternating the start); S leaves room for both. Built in NumPy (every dtype)."""
+    b, trail = len(seqs), seqs[0].shape[1:]
+    s = 2 * max(x.shape[0] for x in seqs) + 1
+    x = np.empty((b, s, *trail), dtype=seqs[0].dtype)
+    x.view(np.uint8)[...] = 0xA5
+    mask = np.zeros((b, s), dtype=bool)
+    for i, seq in enumerate(seqs):
+        n = seq.shape[0]
+        cols = np.arange(s - n, s) if left else np.arange(n) * 2 + (i % 2)
+        mask[i, cols] = True
+        x[i, cols] = seq
+    return torch.from_numpy(x), {"mask": torch.from_numpy(mask)}
 
 
 def plan_from_meta(meta: Meta) -> Any:
@@ -83,7 +102,10 @@ class ImplTarget:
     )
     # impl.pack_thd also takes a jagged nested tensor (with or without gaps between the
     # sequences in its values buffer) and a flat values tensor with lengths= (R-IN-1).
-    batch_forms = ("list", "tuple", "nested", "nested-gaps", "flat-list", "flat-tensor")
+    # And a padded [B, S, *trail] tensor with a bool mask= (impl/masked.py): one run per row
+    # (left padding) or scattered.
+    batch_forms = ("list", "tuple", "nested", "nested-gaps", "flat-list", "flat-tensor",
+                   "padded-left", "padded-scattered")
 
     def pack(
         self, seqs: Any, config: Config, cp_rank: Any, *, need_roll: Any = False,
