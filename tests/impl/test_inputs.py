@@ -50,7 +50,8 @@ CONVENTION_CFGS = {
 @pytest.mark.parametrize("config", CONVENTION_CFGS.values(), ids=CONVENTION_CFGS.keys())
 @pytest.mark.parametrize("need_roll", [False, True])
 def test_input_forms_agree(need_roll: bool, config: impl.PackConfig) -> None:
-    """list, tuple, jagged nested tensor (also with holes), flat values + lengths: same output."""
+    """list, tuple, jagged nested tensor (also with holes), padded values + mask, flat values +
+    lengths: same output."""
     seqs = _seqs()
     want = _pack_all(seqs, config, need_roll=need_roll, pad_value=-1)
     base = torch.full((len(LENGTHS), 12, 2), -7, dtype=torch.int64)
@@ -66,6 +67,19 @@ def test_input_forms_agree(need_roll: bool, config: impl.PackConfig) -> None:
     }
     for name, batch in forms.items():
         got = _pack_all(batch, config, need_roll=need_roll, pad_value=-1)
+        for (a, p), (b, q) in zip(got, want, strict=True):
+            assert torch.equal(a, b) and torch.equal(p, q), name
+    # padded batch + mask (impl/masked.py): one run per row, and tokens scattered over the row
+    run = torch.zeros(len(LENGTHS), 12, dtype=torch.bool)
+    scattered = torch.zeros(len(LENGTHS), 24, dtype=torch.bool)
+    spread = torch.full((len(LENGTHS), 24, 2), -7, dtype=torch.int64)
+    for i, n in enumerate(LENGTHS):
+        run[i, 2 : 2 + n] = True
+        scattered[i, 1 : 1 + 2 * n : 2] = True
+        spread[i, 1 : 1 + 2 * n : 2] = seqs[i]
+    masked = {"mask-run": (base, run), "mask-scattered": (spread, scattered)}
+    for name, (values, mask) in masked.items():
+        got = _pack_all(values, config, mask=mask, need_roll=need_roll, pad_value=-1)
         for (a, p), (b, q) in zip(got, want, strict=True):
             assert torch.equal(a, b) and torch.equal(p, q), name
     flat = torch.cat(seqs)
