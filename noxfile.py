@@ -88,6 +88,10 @@ def bench(session: nox.Session) -> None:
     # under torch's default thread count (issue 15; see bench/RESULTS.md, "Busy host").
     session.run("python", "-m", "bench.run", "--busy", "--out", "reports/bench-busy.json",
                 *session.posargs)
+    # verl's mask entry point (preprocess_packed_seqs) against impl's padded batch + mask form
+    # and the gather floor, B = 256, S = 4096, cp = 4 (issue 13; bench/RESULTS.md).
+    session.run("python", "-m", "bench.packed_seqs", "--out", "reports/bench-packed-seqs.json",
+                *session.posargs)
     # The bucket planner on a synthetic RL length distribution, with the trade-off curve and a
     # short measured torch.compile run (see README, "Choosing a bucket").
     session.run(
