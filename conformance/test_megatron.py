@@ -14,9 +14,10 @@ import reference
 
 from . import harness as h
 from .strategies import Batch, PackCase, batches, configs, pack_cases
-from .targets.protocol import plain_meta
+from .targets.protocol import CONVENTION_CAPABILITIES, plain_meta
 
-CAPS = h.caps()
+# The Megatron view keeps verl's convention (issue 12): spec 1.1's other conventions are not drawn.
+CAPS = h.caps() - CONVENTION_CAPABILITIES
 
 
 def _has_cp_partition_mode() -> bool:

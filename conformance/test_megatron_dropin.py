@@ -16,8 +16,10 @@ import reference
 from . import harness as h
 from ._megatron_slots import slot_values
 from .strategies import Batch, PackCase, batches, configs, pack_cases
+from .targets.protocol import CONVENTION_CAPABILITIES
 
-CAPS = h.caps()
+# The Megatron view keeps verl's convention (issue 12): spec 1.1's other conventions are not drawn.
+CAPS = h.caps() - CONVENTION_CAPABILITIES
 THD_FIELDS = ("qkv_format", "cu_seqlens_q", "cu_seqlens_kv", "cu_seqlens_q_padded",
               "cu_seqlens_kv_padded", "max_seqlen_q", "max_seqlen_kv")
 
