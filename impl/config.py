@@ -117,6 +117,9 @@ class PackConfig:
         _check_choice("seq_align", self.seq_align, SEQ_ALIGNS)
         if mns is not None and mns < 1:
             raise ValueError(f"max_num_seqs must be >= 1, got max_num_seqs={mns}")
+        if mns is not None and mns > INT32_MAX:  # before any array of mns entries exists
+            raise ValueError(f"max_num_seqs must be <= INT32_MAX={INT32_MAX}, "
+                             f"got max_num_seqs={mns}")
         _check_choice("max_seqlen", self.max_seqlen, MAX_SEQLENS)
         object.__setattr__(self, "tp_size", tp)
         object.__setattr__(self, "cp_size", cp)

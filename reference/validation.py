@@ -85,12 +85,14 @@ def as_fp8(value: Any, recipes: tuple[str, ...]) -> bool | str:
 
 
 def as_max_num_seqs(value: Any) -> int | None:
-    """R-ERR-1 (not an integer, bool included), R-ERR-12 (an integer < 1)."""
+    """R-ERR-1 (not an integer, bool included), R-ERR-12 (an integer < 1 or > INT32_MAX)."""
     if value is None:
         return None
     number = as_integer("max_num_seqs", value)
     if number < 1:
         raise ValueError(f"max_num_seqs must be None or >= 1, got {number}")
+    if number > INT32_MAX:
+        raise ValueError(f"max_num_seqs must be <= {INT32_MAX} (INT32_MAX), got {number}")
     return number
 
 

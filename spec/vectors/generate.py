@@ -427,6 +427,7 @@ def conventions_1_1(
         ("fp8-unknown-recipe", {"fp8": "True"}, ValueError, ["R-ERR-12"]),
         ("fp8-recipe-case", {"fp8": "MXFP8"}, ValueError, ["R-ERR-12"]),
         ("max-num-seqs-zero", {"max_num_seqs": 0}, ValueError, ["R-ERR-12"]),
+        ("max-num-seqs-above-int32", {"max_num_seqs": 2**31}, ValueError, ["R-ERR-12"]),
         ("max-num-seqs-bool", {"max_num_seqs": True}, TypeError, ["R-ERR-1"]),
         ("max-num-seqs-float", {"max_num_seqs": 4.0}, TypeError, ["R-ERR-1"]),
     ]
