@@ -98,7 +98,8 @@ class ImplTarget:
          "megatron_checks", "api_type_checks", "native_scalars", "local_gather",
          "simulated_megatron", "bucket", "fp8", "min_local_rows", "zero_length",
          "trailing_dims", "large_totals", "config_checks",
-         "float8", "kwargs_params", "packed_seqs"}
+         "float8", "kwargs_params", "packed_seqs", "tail_segment", "seq_align_cp",
+         "fp8_recipes", "static_metadata"}
     )
     # impl.pack_thd also takes a jagged nested tensor (with or without gaps between the
     # sequences in its values buffer) and a flat values tensor with lengths= (R-IN-1).
