@@ -100,3 +100,15 @@ def test_plan_rejects_more_sequences_than_max_num_seqs(b: int, n: int, tail: str
         h.check_same_rejection(want, got, f"plan({seqlens[:3]}..., {config})", {"R-ERR-13"},
                                ("max_num_seqs",))
         _expect_names(b, n, tail, got)
+
+
+@h.needs("static_metadata", "config_checks")
+@pytest.mark.rules("R-ERR-12")
+@pytest.mark.parametrize("value", [2**31, 2**40], ids=["2^31", "2^40"])
+def test_reject_max_num_seqs_above_int32(value: int) -> None:
+    """max_num_seqs above INT32_MAX is a ValueError when the config is built, before any plan
+    of that many entries is allocated (int32 cu_seqlens could not index them). Not run on a
+    target with `max_rows`: one without the check would allocate the entries."""
+    h.require_rows(value, f"max_num_seqs={value}")
+    compare_pack([np.arange(5), np.arange(3)], {**BASE_CONFIG, "max_num_seqs": value},
+                 rules={"R-ERR-12"}, field="max_num_seqs")
