@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
@@ -287,3 +288,33 @@ def test_unpack_rejects_forged_num_seqs() -> None:
     # num_seqs 3 (segment 2 counted as a sequence) is consistent: it has no real row
     assert [t.numel() for t in impl.unpack_thd(shards, dataclasses.replace(plan, num_seqs=3),
                                                cfg)] == [3, 2, 0]
+
+
+@pytest.mark.parametrize("scalar", [torch.tensor(2), np.int64(2)], ids=["tensor", "numpy"])
+def test_config_fields_normalised_to_int(scalar: Any) -> None:
+    """R-IN-3: a config built from tensor or NumPy scalars holds Python ints, so it compares,
+    hashes and prints like one built from ints (a 0-d tensor hashes by identity)."""
+    fields = {"tp_size": scalar, "cp_size": scalar, "bucket": scalar, "min_local_rows": scalar,
+              "max_num_seqs": scalar}
+    config = impl.PackConfig(**fields)
+    for name in fields:
+        assert type(getattr(config, name)) is int, name
+    two: dict[str, Any] = {name: 2 for name in fields}
+    plain = impl.PackConfig(**two)
+    assert config == plain and hash(config) == hash(plain)
+
+
+def test_plan_without_num_seqs_is_a_1_0_plan() -> None:
+    """R-META-7: a Plan built by a 1.0 caller (no num_seqs) has B = len(seqlens), and unpack
+    returns that many sequences."""
+    config = impl.PackConfig(cp_size=2)
+    batch = [torch.arange(3), torch.arange(5) + 10]
+    made = impl.plan_thd([3, 5], config)
+    fields = {k: getattr(made, k) for k in ("seqlens", "seqlens_padded", "cu_seqlens",
+                                           "cu_seqlens_padded", "max_seqlen", "total",
+                                           "local_rows")}
+    old = impl.Plan(**fields)
+    assert old.num_seqs == 2 and old.batch_size == 2
+    shards = [impl.pack_thd(batch, config, r)[0] for r in range(2)]
+    out = impl.unpack_thd(shards, old, config)
+    assert [t.tolist() for t in out] == [t.tolist() for t in batch]
