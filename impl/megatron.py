@@ -19,7 +19,7 @@ import torch
 from .config import LAYOUTS, PackConfig
 from .masked import check_mask, check_masked, mask_lengths, mask_positions
 from .pack import check_batch, check_pad_value, pack_batch
-from .plan import host_lengths, plan_with_host
+from .plan import check_num_seqs, host_lengths, plan_with_host
 from .unpack import check_shards, unpack_flat
 from .verl_slots import apply_slots, slot_fixes
 
@@ -78,12 +78,14 @@ def _layout_error(cp_layout: Any) -> ValueError:
                       f"'zigzag' or 'contiguous', got cp_layout={cp_layout!r})")
 
 
-def _config(tp: int, cp: int, cp_layout: str, fp8: Any, bucket: Any, mlr: Any) -> PackConfig:
-    """The PackConfig of verl's arguments; a rejection keeps our field-and-value message and
-    carries verl 0.9.1's text where verl raises the same class for the same value."""
+def _config(tp: int, cp: int, cp_layout: str, fp8: Any, bucket: Any, mlr: Any,
+            max_num_seqs: Any = None, max_seqlen: Any = "exact") -> PackConfig:
+    """The PackConfig of verl's arguments (and spec 1.1's static metadata, R-STATIC-1/2); a
+    rejection keeps our field-and-value message and carries verl 0.9.1's text where verl raises
+    the same class for the same value."""
     try:
         return PackConfig(tp_size=tp, cp_size=cp, cp_layout=cp_layout, fp8=fp8, bucket=bucket,
-                          min_local_rows=mlr)
+                          min_local_rows=mlr, max_num_seqs=max_num_seqs, max_seqlen=max_seqlen)
     except (TypeError, ValueError) as exc:
         verl = _verl_text(exc, bucket, mlr)
         if verl is None:
@@ -135,8 +137,16 @@ def preprocess_thd_engine(
     min_local_rows: int | None = None,
     pad_to_length_bucket: int | None = None,
     cp_layout: str = "zigzag",
+    *,
+    max_num_seqs: int | None = None,
+    max_seqlen: str = "exact",
 ) -> tuple[torch.Tensor, Any, torch.Tensor | None]:
     """Pack a jagged nested tensor for this CP rank (R-MEG-1, R-MEG-2).
+
+    Beyond verl's signature (keyword-only, defaults = verl's behaviour): `max_num_seqs=N` gives
+    cu_seqlens of N + 1 entries (zero-length entries at the end) and `max_seqlen="total"` sets
+    max_seqlen_q/kv to the total, so the params' shapes and values are static across
+    micro-batches for CUDA graphs (R-STATIC-1, R-STATIC-2).
 
     Returns `(rows [1, R, *trail], PackedSeqParams, position_ids [1, R])`; with
     `pre_process=False`, `(input_ids, PackedSeqParams, None)` as in verl. The cu_seqlens live on
@@ -148,7 +158,8 @@ def preprocess_thd_engine(
         raise _layout_error(cp_layout)
     tp = mpu.get_tensor_model_parallel_world_size()
     cp, rank, group = _cp_info(mpu, local_cp_size)
-    config = _config(tp, cp, cp_layout, use_fp8_padding, pad_to_length_bucket, min_local_rows)
+    config = _config(tp, cp, cp_layout, use_fp8_padding, pad_to_length_bucket, min_local_rows,
+                     max_num_seqs, max_seqlen)
     has_mode = supports_field(packed_seq_params_cls, "cp_partition_mode")
     if cp_layout != "zigzag" and cp > 1 and not has_mode:  # R-MEG-2
         raise ValueError(
@@ -159,6 +170,7 @@ def preprocess_thd_engine(
         )
     if not isinstance(input_ids, torch.Tensor) or not input_ids.is_nested:
         raise TypeError(f"input_ids must be a jagged nested tensor, got {type(input_ids).__name__}")
+    check_num_seqs(int(input_ids.size(0)), config)  # R-ERR-13: B from the shape, no data read
     batch = check_batch(input_ids)
     fill = check_pad_value(0, batch.dtype)  # verl pads with zeros
     plan, padded, cu_padded = plan_with_host(batch.lengths, config)
@@ -184,8 +196,9 @@ def preprocess_thd_engine(
     src_start = batch.src_start
     if src_start is None:
         src_start = plan.cu_seqlens[:-1].to(torch.int64)
-    fix = slot_fixes(batch.lengths, padded, cu_padded, src_start, cp, cp_layout, rank,
-                     plan.local_rows, need_roll)
+    b = batch.lengths.numel()  # the slots are the B real sequences'; entries past B are empty
+    fix = slot_fixes(batch.lengths, padded[:b], cu_padded[: b + 1], src_start, cp, cp_layout,
+                     rank, plan.local_rows, need_roll)
     apply_slots(fix, rows, pos, batch.values)  # R-MEG-4, R-MEG-5: verl's slot values
     return rows.unsqueeze(0), params, pos.unsqueeze(0)
 
@@ -198,8 +211,14 @@ def postprocess_thd_engine(
     post_process: bool = True,
     local_cp_size: int | None = None,
     cp_layout: str = "zigzag",
+    *,
+    max_num_seqs: int | None = None,
 ) -> torch.Tensor:
     """All-gather the CP ranks' `[1, R, *trail]` outputs and unpack them (R-MEG-3).
+
+    `max_num_seqs` (keyword-only, beyond verl's signature) must be the value given to
+    `preprocess_thd_engine`: the params then carry N + 1 offsets, of which the first
+    `batch_size + 1` are the real sequences' (R-STATIC-1).
 
     Returns a jagged nested tensor whose component `i` holds sequence `i`'s real rows; it is a
     view of one gathered buffer, and the local rank's `output` stays in the autograd graph.
@@ -215,6 +234,8 @@ def postprocess_thd_engine(
     else:
         group = packed_seq_params.cp_group
         cp, rank, group = _cp_info(mpu, local_cp_size, group)
+    if max_num_seqs is not None:  # R-ERR-12, R-ERR-13, before the batch is read
+        check_num_seqs(batch_size, PackConfig(max_num_seqs=max_num_seqs))
     batch = check_batch(input_ids)
     if batch.lengths.numel() != batch_size:
         raise ValueError(f"batch_size={batch_size} but input_ids holds {batch.lengths.numel()}")
@@ -222,7 +243,12 @@ def postprocess_thd_engine(
     if cu_padded is None:
         cu_padded = packed_seq_params.cu_seqlens_q
     cu_padded_host = host_lengths(cu_padded, "cu_seqlens_q_padded")  # one copy if on a device
+    if max_num_seqs is not None:
+        if cu_padded_host.numel() != max_num_seqs + 1:
+            raise ValueError(f"cu_seqlens_q_padded has {cu_padded_host.numel()} entries, "
+                             f"max_num_seqs={max_num_seqs} needs {max_num_seqs + 1}")
     total = int(cu_padded_host[-1])
+    cu_padded_host = cu_padded_host[: batch_size + 1]  # zero-length entries past B: no rows
     if total % cp != 0:
         raise ValueError(f"padded total {total} is not divisible by cp_size={cp}")
     if output.dim() < 2 or output.shape[0] != 1:
