@@ -18,6 +18,8 @@ from .targets.protocol import CONVENTION_CAPABILITIES, plain_meta
 
 # The Megatron view keeps verl's convention (issue 12): spec 1.1's other conventions are not drawn.
 CAPS = h.caps() - CONVENTION_CAPABILITIES
+# preprocess_thd_engine also takes spec 1.1's static metadata (keyword-only, R-MEG-10).
+PRE_CAPS = CAPS | (h.caps() & {"static_metadata"})
 
 
 def _has_cp_partition_mode() -> bool:
@@ -27,19 +29,23 @@ def _has_cp_partition_mode() -> bool:
 
 
 @h.needs("megatron")
-@pytest.mark.rules("R-MEG-1")
+@pytest.mark.rules("R-MEG-1", "R-MEG-10")
 @h.prop_settings(0.5)
 @example(PackCase(config={"bucket": 512}, batch=Batch((513,))))
 @example(PackCase(config={"cp_size": 2, "min_local_rows": 64}, batch=Batch((3, 5))))
 @example(PackCase(config={"cp_size": 2, "fp8": True}, batch=Batch((20, 5))))
 @example(PackCase(config={"cp_size": 2}, batch=Batch((4, 3)), need_roll=True))
 @example(PackCase(config={"tp_size": 3, "cp_layout": "contiguous"}, batch=Batch((4, 3))))
-@given(pack_cases(caps=CAPS, config=configs(caps=CAPS, contiguous_cp=_has_cp_partition_mode()),
-                  batch=batches(max_batch=12, budget=400, caps=CAPS)))
+@example(PackCase(config={"cp_size": 2, "max_num_seqs": 5, "max_seqlen": "total"},
+                  batch=Batch((4, 3)), need_roll=True))
+@given(pack_cases(caps=PRE_CAPS,
+                  config=configs(caps=PRE_CAPS, contiguous_cp=_has_cp_partition_mode()),
+                  batch=batches(max_batch=12, budget=400, caps=PRE_CAPS)))
 def test_preprocess_fields(case: PackCase) -> None:
     """rows[None], position_ids[None], qkv_format 'thd', every cu_seqlens field equal to
     cu_seqlens_padded, max_seqlen_q = max_seqlen_kv = max_seqlen; rows and position ids as
-    pack_thd with pad_value 0. A wrong plan or wrong rows are reported against their own rules
+    pack_thd with pad_value 0; with max_num_seqs / max_seqlen (R-MEG-10) the plan's N + 1
+    offsets and its max_seqlen. A wrong plan or wrong rows are reported against their own rules
     (R-META, R-ROW, R-POS, R-ROLL), a wrong field mapping against R-MEG-1."""
     h.assume_declared(case)
     seqs = case.batch.arrays()

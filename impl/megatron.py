@@ -146,7 +146,7 @@ def preprocess_thd_engine(
     Beyond verl's signature (keyword-only, defaults = verl's behaviour): `max_num_seqs=N` gives
     cu_seqlens of N + 1 entries (zero-length entries at the end) and `max_seqlen="total"` sets
     max_seqlen_q/kv to the total, so the params' shapes and values are static across
-    micro-batches for CUDA graphs (R-STATIC-1, R-STATIC-2).
+    micro-batches for CUDA graphs (R-STATIC-1, R-STATIC-2, R-MEG-10).
 
     Returns `(rows [1, R, *trail], PackedSeqParams, position_ids [1, R])`; with
     `pre_process=False`, `(input_ids, PackedSeqParams, None)` as in verl. The cu_seqlens live on

@@ -58,6 +58,9 @@ def preprocess(seqs: list[np.ndarray], config: Config, cp_rank: int, *,
                 "pad_to_length_bucket": None, "cp_layout": "zigzag"}
     kwargs = {k: v for k, v in kwargs.items() if v != defaults[k] or type(v) is not
               type(defaults[k])}
+    # Spec 1.1's static metadata: keyword-only extensions, passed only when the config sets them
+    # (R-STATIC-1, R-STATIC-2, R-MEG-10).
+    kwargs.update({k: config[k] for k in ("max_num_seqs", "max_seqlen") if k in config})
     with fake_parallel_state(cfg["tp_size"], cfg["cp_size"], cp_rank):
         rows, params, pos = megatron.preprocess_thd_engine(nested, **kwargs)
     assert pos is not None  # pre_process=True
