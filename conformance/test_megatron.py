@@ -18,7 +18,7 @@ from .targets.protocol import CONVENTION_CAPABILITIES, plain_meta
 
 # The Megatron view keeps verl's convention (issue 12): spec 1.1's other conventions are not drawn.
 CAPS = h.caps() - CONVENTION_CAPABILITIES
-# preprocess_thd_engine also takes spec 1.1's static metadata (keyword-only, R-MEG-10).
+# The engine functions also take spec 1.1's static metadata (keyword-only, R-MEG-10).
 PRE_CAPS = CAPS | (h.caps() & {"static_metadata"})
 
 
@@ -81,12 +81,13 @@ def test_preprocess_fields(case: PackCase) -> None:
 
 
 @h.needs("distributed")
-@pytest.mark.rules("R-MEG-3", "R-UNPACK-1")
+@pytest.mark.rules("R-MEG-3", "R-UNPACK-1", "R-MEG-10")
 @h.prop_settings(0.5)
 @given(pack_cases(caps=frozenset(), need_roll=False,
-                  config=configs(caps=CAPS, cp=st.just(1), bucket=st.none(),
+                  config=configs(caps=PRE_CAPS, cp=st.just(1), bucket=st.none(),
                                  min_local_rows=st.none()),
-                  batch=batches(max_batch=12, budget=400, dtypes=("float32", "int64"), caps=CAPS)))
+                  batch=batches(max_batch=12, budget=400, dtypes=("float32", "int64"),
+                                caps=PRE_CAPS)))
 def test_postprocess_single_rank(case: PackCase) -> None:
     """postprocess_thd_engine with cp_size 1 (no collective): the sequences back, and the
     gradient of their sum is 1 on real rows and 0 on padding."""
@@ -103,7 +104,7 @@ def test_postprocess_single_rank(case: PackCase) -> None:
 
 
 @h.needs("local_gather")
-@pytest.mark.rules("R-MEG-3", "R-UNPACK-1", "R-UNPACK-2", "R-UNPACK-3")
+@pytest.mark.rules("R-MEG-3", "R-UNPACK-1", "R-UNPACK-2", "R-UNPACK-3", "R-MEG-10")
 @h.prop_settings(0.5)
 @example(PackCase(config={"cp_size": 2}, batch=Batch((5, 0, 13, 1), trail=(3,),
                                                       dtype="float32", seed=1)))
@@ -112,8 +113,8 @@ def test_postprocess_single_rank(case: PackCase) -> None:
 @example(PackCase(config={"cp_size": 3, "fp8": True, "bucket": 96},
                   batch=Batch((0, 17), trail=(2,), dtype="int64", seed=3)))
 @given(pack_cases(caps=frozenset({"contiguous"}), need_roll=False,
-                  config=configs(caps=CAPS, cp=st.integers(2, 5)),
-                  batch=batches(max_batch=10, budget=300, caps=CAPS,
+                  config=configs(caps=PRE_CAPS, cp=st.integers(2, 5)),
+                  batch=batches(max_batch=10, budget=300, caps=PRE_CAPS,
                                 dtypes=("float32", "float64", "int64", "bool"))))
 def test_postprocess_every_rank_in_process(case: PackCase) -> None:
     """postprocess_thd_engine on every CP rank, its all_gather answered in this process with

@@ -81,6 +81,8 @@ def preprocess_kwargs(seqs: list[np.ndarray], config: Config, cp_rank: int, *,
 def _input_ids(meta: Meta) -> tuple[Any, int]:
     """A jagged nested tensor with the plan's lengths (postprocess reads only its offsets)."""
     lengths = [int(x) for x in np.asarray(meta["seqlens"])]
+    if "num_seqs" in meta:  # spec 1.1: entries past B are the plan's, not the batch's (R-META-7)
+        lengths = lengths[: int(meta["num_seqs"])]
     return torch.nested.nested_tensor([torch.zeros(n) for n in lengths],
                                       layout=torch.jagged), len(lengths)
 
@@ -95,6 +97,8 @@ def _postprocess(rows: np.ndarray, meta: Meta, config: Config, params: Any,
     cfg = _full(config)
     input_ids, batch_size = _input_ids(meta)
     layout = {} if cfg["cp_layout"] == "zigzag" else {"cp_layout": cfg["cp_layout"]}
+    if cfg.get("max_num_seqs") is not None:  # R-MEG-10: the params hold N + 1 offsets
+        layout["max_num_seqs"] = cfg["max_num_seqs"]
 
     def post(local: torch.Tensor) -> Any:
         with fake_parallel_state(cfg["tp_size"], *state):
