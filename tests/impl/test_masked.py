@@ -1,0 +1,50 @@
+"""impl's padded batch + mask form (impl/masked.py): the word-scan fast path, and its rejections
+(R-IN-1, R-ERR-1, R-ERR-9). Written from the spec and the form's contract, not from masked.py's
+arithmetic: each case has its expected rows built by hand with boolean indexing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+import impl
+
+
+def _expected(values: torch.Tensor, mask: torch.Tensor) -> list[torch.Tensor]:
+    return [values[i][mask[i]] for i in range(values.shape[0])]
+
+
+@pytest.mark.parametrize("positions", [
+    [0, 1, 2, 3, 4, 11],  # first in word 0, last at byte 3 of word 1: span 12, count 6
+    [0, 15], [2, 3, 9], [7, 8], [5], list(range(16)), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 14],
+])
+def test_scattered_rows_are_not_taken_for_runs(positions: list[int]) -> None:
+    """A row whose True entries are not one run must be gathered entry by entry: the word scan's
+    first/last positions may only serve a row whose count equals its span."""
+    s = 16
+    mask = torch.zeros(2, s, dtype=torch.bool)
+    mask[0, positions] = True
+    mask[1, 3:9] = True  # one run next to it
+    values = torch.arange(2 * s, dtype=torch.int64).reshape(2, s) + 100
+    rows, _, plan = impl.pack_thd(values, impl.PackConfig(), 0, mask=mask)
+    want = torch.cat(_expected(values, mask))
+    assert plan.seqlens.tolist() == [len(positions), 6]
+    got = torch.cat([rows[int(plan.cu_seqlens_padded[i]):][:int(plan.seqlens[i])]
+                     for i in range(2)])
+    assert got.tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("values, mask, error, word", [
+    ([torch.arange(4)], torch.ones(1, 4, dtype=torch.bool), TypeError, "batch"),
+    ("abc", torch.ones(1, 4, dtype=torch.bool), TypeError, "batch"),
+    (torch.arange(8).reshape(2, 4), [[True] * 4] * 2, TypeError, "mask"),
+    (torch.arange(8).reshape(2, 4), torch.ones(2, 4, dtype=torch.int64), TypeError, "mask"),
+    (torch.arange(8).reshape(2, 4), torch.ones(2, 3, dtype=torch.bool), ValueError, "mask"),
+])
+def test_mask_form_rejections_name_the_field(values: Any, mask: Any, error: type,
+                                             word: str) -> None:
+    """R-ERR-1 / R-ERR-9: typed errors whose message names what is wrong."""
+    with pytest.raises(error, match=word):
+        impl.pack_thd(values, impl.PackConfig(), 0, mask=mask)
