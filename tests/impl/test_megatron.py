@@ -9,9 +9,6 @@ intervals. Upstream verl itself is compared in conformance/ (`--target verl`), n
 from __future__ import annotations
 
 import dataclasses
-import datetime
-import socket
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -253,36 +250,6 @@ def test_dynamic_cp_without_support_is_a_clear_error(state: FakeState) -> None:
         pytest.skip("this megatron-core has dynamic CP groups")
     with pytest.raises(ValueError, match="local_cp_size"):
         adapter.preprocess_thd_engine(nt, local_cp_size=2)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture
-def real_group() -> Iterator[None]:
-    """A real single-process gloo group with Megatron's parallel state on top; always torn down."""
-    import torch.distributed as dist
-
-    if dist.is_initialized():
-        pytest.skip("a process group already exists in this process")
-    dist.init_process_group(
-        "gloo",
-        init_method=f"tcp://127.0.0.1:{_free_port()}",
-        rank=0,
-        world_size=1,
-        timeout=datetime.timedelta(seconds=60),
-    )
-    try:
-        parallel_state.initialize_model_parallel(
-            tensor_model_parallel_size=1, context_parallel_size=1
-        )
-        yield
-    finally:
-        parallel_state.destroy_model_parallel()
-        dist.destroy_process_group()
 
 
 @pytest.mark.rules("R-MEG-1", "R-MEG-3", "R-UNPACK-2")

@@ -8,11 +8,8 @@ off, left, right and scattered masks, trailing dims, and the round trip.
 
 from __future__ import annotations
 
-import datetime
 import itertools
 import random
-import socket
-from collections.abc import Iterator
 from typing import Any
 from unittest import mock
 
@@ -243,30 +240,6 @@ def test_mask_runs_finds_every_run() -> None:
         two = torch.zeros(2, s, dtype=torch.bool)
         two[0, 0] = two[0, s - 1] = True
         assert masked.mask_runs(two)[1] is None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture
-def real_group() -> Iterator[None]:
-    """A real single-process gloo group with Megatron's parallel state on top."""
-    import torch.distributed as dist
-
-    if dist.is_initialized():
-        pytest.skip("a process group already exists in this process")
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0,
-                            world_size=1, timeout=datetime.timedelta(seconds=60))
-    try:
-        parallel_state.initialize_model_parallel(tensor_model_parallel_size=1,
-                                                 context_parallel_size=1)
-        yield
-    finally:
-        parallel_state.destroy_model_parallel()
-        dist.destroy_process_group()
 
 
 @pytest.mark.rules("R-MEG-8", "R-MEG-9")
