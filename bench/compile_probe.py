@@ -39,7 +39,18 @@ HEADS = 2
 PROBES = ("sdpa", "varlen_attn")
 
 
-class PaddedSDPAProbe(torch.nn.Module):
+class _Projections(torch.nn.Module):
+    """What both probes share: the qkv and output projections around the attention call."""
+
+    def __init__(self, hidden: int, heads: int, cp_size: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.cp_size = cp_size
+        self.qkv = torch.nn.Linear(hidden, 3 * hidden)
+        self.out = torch.nn.Linear(hidden, hidden)
+
+
+class PaddedSDPAProbe(_Projections):
     """Causal attention per segment through a padded batch built from the THD metadata.
 
     Under CP a rank holds ``P_k / cp`` rows of segment k: the module treats them as one local
@@ -49,13 +60,9 @@ class PaddedSDPAProbe(torch.nn.Module):
     """
 
     def __init__(self, hidden: int = HIDDEN, heads: int = HEADS, cp_size: int = 1) -> None:
-        super().__init__()
         if hidden % heads:
             raise ValueError(f"hidden={hidden} must be a multiple of heads={heads}")
-        self.heads = heads
-        self.cp_size = cp_size
-        self.qkv = torch.nn.Linear(hidden, 3 * hidden)
-        self.out = torch.nn.Linear(hidden, hidden)
+        super().__init__(hidden, heads, cp_size)
 
     def forward(self, rows: torch.Tensor, cu_seqlens_padded: torch.Tensor,
                 cu_seqlens: torch.Tensor, max_seqlen: int) -> torch.Tensor:
@@ -88,18 +95,14 @@ class PaddedSDPAProbe(torch.nn.Module):
         return self.out(mixed)
 
 
-class VarlenAttnProbe(torch.nn.Module):
+class VarlenAttnProbe(_Projections):
     """The same inputs through ``torch.nn.attention.varlen.varlen_attn`` (CUDA, bf16/fp16)."""
 
     def __init__(self, hidden: int = HIDDEN, heads: int = HEADS, cp_size: int = 1) -> None:
-        super().__init__()
         from torch.nn.attention.varlen import varlen_attn
 
+        super().__init__(hidden, heads, cp_size)
         self.attn = varlen_attn
-        self.heads = heads
-        self.cp_size = cp_size
-        self.qkv = torch.nn.Linear(hidden, 3 * hidden)
-        self.out = torch.nn.Linear(hidden, hidden)
 
     def forward(self, rows: torch.Tensor, cu_seqlens_padded: torch.Tensor,
                 cu_seqlens: torch.Tensor, max_seqlen: int) -> torch.Tensor:
