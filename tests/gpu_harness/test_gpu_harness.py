@@ -28,6 +28,8 @@ from gpu_tests.fp32_reference import (
 )
 from gpu_tests.packed_run import pad_row_mask, run_packed
 
+from .fake_varlen import fake_varlen_attn
+
 HEADS, HEAD_DIM = 2, 16
 CONFIGS: dict[str, dict[str, Any]] = {"tp1": {}, "tp2-fp8": {"tp_size": 2, "fp8": True}}
 BUCKET = 256
@@ -114,36 +116,13 @@ def test_wrong_offsets_are_caught() -> None:
         assert_matches_reference(run.real, reference_result(qkv), BF16_TOL, "bug")
 
 
-def _fake_varlen_attn(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    cu_q: torch.Tensor,
-    cu_k: torch.Tensor,
-    max_q: int,
-    max_k: int,
-    *,
-    window_size: tuple[int, int] = (-1, -1),
-    num_splits: int | None = None,
-) -> torch.Tensor:
-    """CPU stand-in for varlen_attn with its contract: dense buffer, causal per cu segment."""
-    assert window_size == (-1, 0) and torch.equal(cu_q, cu_k)
-    bounds = cu_q.tolist()
-    assert bounds[-1] == q.shape[0]
-    assert max(b - a for a, b in zip(bounds, bounds[1:], strict=False)) <= max_q
-    parts = [
-        causal_attention_fp32(q[a:b], k[a:b], v[a:b]).to(q.dtype)
-        for a, b in zip(bounds, bounds[1:], strict=False)
-    ]
-    return torch.cat(parts)
-
 
 @pytest.mark.parametrize("convention", CONVENTIONS)
 def test_varlen_gather_scatter_path(convention: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The varlen fallback's gather/scatter around the kernel is right (kernel emulated on CPU)."""
     import torch.nn.attention.varlen as varlen_mod
 
-    monkeypatch.setattr(varlen_mod, "varlen_attn", _fake_varlen_attn)
+    monkeypatch.setattr(varlen_mod, "varlen_attn", fake_varlen_attn)
     qkv = make_qkv([0, 17, 0, 40, 2], HEADS, HEAD_DIM, seed=5, device="cpu", dtype=torch.float32)
     run = run_packed(impl, qkv, impl.PackConfig(tp_size=4, bucket=64), convention, varlen_packed)
     assert_matches_reference(run.real, reference_result(qkv), FP32_TOL, "varlen")

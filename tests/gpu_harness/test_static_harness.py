@@ -35,7 +35,6 @@ from gpu_tests.fp32_reference import (
     as_fp32,
     assert_identical,
     assert_matches_reference,
-    causal_attention_fp32,
     reference_result,
 )
 from gpu_tests.packed_run import pad_row_mask, run_packed
@@ -45,6 +44,8 @@ from gpu_tests.static_meta import (
     graph_key,
     varlen_static,
 )
+
+from .fake_varlen import fake_varlen_attn
 
 HEADS, HEAD_DIM = 2, 16
 N = 8
@@ -153,31 +154,6 @@ def test_dense_fallback_with_a_stale_max_seqlen_is_wrong() -> None:
         assert_matches_reference(run.real, reference_result(qkv), FP32_TOL, "stale")
 
 
-def _fake_varlen_attn(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    cu_q: torch.Tensor,
-    cu_k: torch.Tensor,
-    max_q: int,
-    max_k: int,
-    *,
-    window_size: tuple[int, int] = (-1, -1),
-    num_splits: int | None = None,
-) -> torch.Tensor:
-    """CPU stand-in with varlen_attn's contract as FA2 applies it: causal per cu segment,
-    monotone boundaries ending at the rows, zero-length segments allowed, max_q an upper bound."""
-    assert window_size == (-1, 0) and torch.equal(cu_q, cu_k)
-    bounds = cu_q.tolist()
-    assert bounds[0] == 0 and bounds[-1] == q.shape[0]
-    assert all(a <= b for a, b in zip(bounds, bounds[1:], strict=False))
-    assert max(b - a for a, b in zip(bounds, bounds[1:], strict=False)) <= max_q
-    parts = [
-        causal_attention_fp32(q[a:b], k[a:b], v[a:b]).to(q.dtype)
-        for a, b in zip(bounds, bounds[1:], strict=False)
-    ]
-    return torch.cat(parts)
-
 
 @pytest.mark.rules("R-STATIC-1", "R-STATIC-2")
 @pytest.mark.parametrize("tail", TAILS)
@@ -189,7 +165,7 @@ def test_varlen_paths_on_static_packs(
     are right with the kernel emulated; varlen_static refuses the padded convention."""
     import torch.nn.attention.varlen as varlen_mod
 
-    monkeypatch.setattr(varlen_mod, "varlen_attn", _fake_varlen_attn)
+    monkeypatch.setattr(varlen_mod, "varlen_attn", fake_varlen_attn)
     qkv = make_qkv([0, 17, 0, 40, 2], HEADS, HEAD_DIM, seed=5, device="cpu", dtype=torch.float32)
     cfg = impl.PackConfig(tp_size=4, bucket=64, tail=tail, **STATIC)
     fn = varlen_static if convention == "verl" else varlen_inflated
