@@ -12,14 +12,14 @@ Usage: python conformance/mutation.py [--workdir DIR] [--max-children N] [--keep
                                       [--distributed-timeout S] [--distributed-budget S]
                                       [MUTANT ...]
 
-A full run checks about 2,000 mutants in about 30 minutes on 2 cores (`--max-children 2`), plus
-about 40 s per distributed re-check;
+A full run checked about 2,000 mutants in about 30 minutes on 2 cores (`--max-children 2`,
+impl 4b5e59b), plus about 40 s per distributed re-check;
 `--sample N` checks a seeded uniform random sample of N mutants and reports the kill rate of
 the sample with a 95% interval.
 
-After mutmut, every surviving mutant of impl/megatron.py's `postprocess_thd_engine` and
-`_cp_info` (the code only a real process group reaches) is re-checked with
-conformance/test_distributed.py, run in mutmut's `mutants/` directory with
+After mutmut, every surviving mutant of impl/megatron.py's `postprocess_thd_engine`,
+`postprocess_packed_seqs` and `_cp_info` (the code only a real process group reaches) is
+re-checked with conformance/test_distributed.py, run in mutmut's `mutants/` directory with
 `MUTANT_UNDER_TEST=<name>` (about 40 s each on 2 cores; `--distributed-timeout` per mutant,
 `--distributed-budget` for all of them). A failure there, or a hang past the timeout, is a kill,
 reported separately as "killed by the distributed check"; the headline kill rate counts mutmut's
@@ -63,7 +63,8 @@ pytest_add_cli_args =
 """
 GOAL = 0.95
 # Survivors re-checked with the distributed test: the functions only a real group reaches.
-DISTRIBUTED_ONLY = re.compile(r"(^|\.)megatron\.x_(postprocess_thd_engine|_cp_info)__mutmut_\d+$")
+DISTRIBUTED_ONLY = re.compile(
+    r"(^|\.)megatron\.x_(postprocess_thd_engine|postprocess_packed_seqs|_cp_info)__mutmut_\d+$")
 DISTRIBUTED_TEST = ("-m", "pytest", "conformance/test_distributed.py", "--target=impl",
                     "--hypothesis-profile=ci", "-p", "no:cacheprovider", "-p", "no:xdist",
                     "-x", "-q", "--report-dir=mutation-reports-distributed")
