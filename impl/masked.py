@@ -64,7 +64,10 @@ def mask_runs(mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
     """
     b, s = mask.shape
     u8 = mask.view(torch.uint8)
-    unit = 8 if s % 8 == 0 and u8.is_contiguous() and sys.byteorder == "little" else 1
+    # Viewing bytes as int64 needs every stride but the last, and the offset, in whole words;
+    # `is_contiguous` alone ignores the stride of a size-1 dim (a transposed [S, 1] mask).
+    words_ok = u8.stride(1) == 1 and u8.stride(0) % 8 == 0 and u8.storage_offset() % 8 == 0
+    unit = 8 if s % 8 == 0 and words_ok and sys.byteorder == "little" else 1
     words = u8.view(torch.int64) if unit == 8 else u8
     nonzero = (words != 0).view(torch.uint8)
     first_w = nonzero.argmax(1)

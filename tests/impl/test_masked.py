@@ -48,3 +48,19 @@ def test_mask_form_rejections_name_the_field(values: Any, mask: Any, error: type
     """R-ERR-1 / R-ERR-9: typed errors whose message names what is wrong."""
     with pytest.raises(error, match=word):
         impl.pack_thd(values, impl.PackConfig(), 0, mask=mask)
+
+
+@pytest.mark.parametrize("mask", [
+    torch.ones(8, 1, dtype=torch.bool).T,  # [1, 8], stride (1, 1): "contiguous", odd row stride
+    torch.ones(1, 16, dtype=torch.bool)[:, 3:11],  # storage offset 3
+    torch.ones(2, 24, dtype=torch.bool)[:, 8:16],  # row stride 24, offset 8: words still line up
+    torch.ones(2, 20, dtype=torch.bool)[:, 4:12],  # row stride 20: not in words
+], ids=["transposed-column", "offset-3", "aligned-slice", "unaligned-rows"])
+def test_strided_masks_pack_their_tokens(mask: torch.Tensor) -> None:
+    """Any bool mask of the right shape is valid input, whatever its strides and offset: the
+    word scan may read the mask as int64 words only where the bytes line up into words."""
+    b, s = mask.shape
+    values = torch.arange(b * s, dtype=torch.int64).reshape(b, s) + 7
+    rows, _, plan = impl.pack_thd(values, impl.PackConfig(), 0, mask=mask)
+    assert plan.seqlens.tolist() == [s] * b
+    assert torch.equal(rows, torch.cat(_expected(values, mask)))
