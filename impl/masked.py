@@ -63,6 +63,9 @@ def mask_runs(mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
     int64, little-endian hosts, S a multiple of 8), so the scans read B * S / 8 words.
     """
     b, s = mask.shape
+    if s == 0:  # no columns: every sequence is empty (and argmax has nothing to reduce)
+        empty = torch.zeros(b, dtype=torch.int64)
+        return empty, empty
     u8 = mask.view(torch.uint8)
     # Viewing bytes as int64 needs every stride but the last, and the offset, in whole words;
     # `is_contiguous` alone ignores the stride of a size-1 dim (a transposed [S, 1] mask).

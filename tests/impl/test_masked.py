@@ -64,3 +64,14 @@ def test_strided_masks_pack_their_tokens(mask: torch.Tensor) -> None:
     rows, _, plan = impl.pack_thd(values, impl.PackConfig(), 0, mask=mask)
     assert plan.seqlens.tolist() == [s] * b
     assert torch.equal(rows, torch.cat(_expected(values, mask)))
+
+
+def test_a_mask_without_columns_packs_empty_sequences() -> None:
+    """S = 0 is B empty sequences (R-IN-3 allows zero-length ones), as the list form packs them."""
+    config = impl.PackConfig(tp_size=2, cp_size=2)
+    rows, pos, plan = impl.pack_thd(torch.zeros(3, 0, 4), config, 1,
+                                    mask=torch.zeros(3, 0, dtype=torch.bool))
+    rows_l, pos_l, plan_l = impl.pack_thd([torch.zeros(0, 4)] * 3, config, 1)
+    assert plan.seqlens.tolist() == [0, 0, 0]
+    assert torch.equal(plan.cu_seqlens_padded, plan_l.cu_seqlens_padded)
+    assert torch.equal(rows, rows_l) and torch.equal(pos, pos_l)
