@@ -59,14 +59,17 @@ def _count_params() -> list[Any]:
 
 
 def _expect_names(b: int, n: int, tail: str, got: BaseException | None) -> None:
-    """R-ERR-13: the message names max_num_seqs, B and (under 'segment') the tail."""
+    """R-ERR-13: the message names max_num_seqs and its value, B, and the tail (under 'last'
+    only where the target implements the field: capability `tail_segment`)."""
     if got is None:
         return
     message = str(got)
+    tail_exempt = tail == "last" and "tail_segment" not in h.caps()
     missing = [what for what, ok in (
         ("max_num_seqs", h._names("max_num_seqs", message)),
+        (f"max_num_seqs = {n}", h.names_number(n, message)),
         (f"B = {b}", h.names_number(b, message)),
-        ("tail", tail == "last" or h._names("tail", message)))
+        ("tail", tail_exempt or h._names("tail", message)))
         if not ok]
     if missing:
         raise h.RuleViolation(f"B = {b}, max_num_seqs = {n}, tail={tail!r}: the message "

@@ -81,8 +81,9 @@ def plan_from_meta(meta: Meta) -> Any:
         max_seqlen=int(meta["max_seqlen"]),
         total=int(meta["total"]),
         local_rows=int(meta["local_rows"]),
-        # B (spec 1.1, R-META-7); a meta without it is a 1.0 plan, K = B
-        num_seqs=int(meta.get("num_seqs", len(np.asarray(meta["seqlens"])))),
+        # B (spec 1.1, R-META-7); a meta without it is a 1.0 plan (K = B): impl.Plan's default,
+        # 0, which the Plan itself turns into len(seqlens)
+        num_seqs=int(meta["num_seqs"]) if "num_seqs" in meta else 0,
     )
 
 

@@ -20,7 +20,9 @@ def _plan_from_meta(meta: Meta) -> Any:
         max_seqlen=int(meta["max_seqlen"]),
         total=int(meta["total"]),
         local_rows=int(meta["local_rows"]),
-        num_seqs=int(meta.get("num_seqs", len(np.asarray(meta["seqlens"])))),  # R-META-7
+        # R-META-7; a meta without num_seqs is a 1.0 plan (K = B): reference.Plan's default, 0,
+        # which the Plan itself turns into len(seqlens)
+        num_seqs=int(meta["num_seqs"]) if "num_seqs" in meta else 0,
     )
 
 

@@ -1,0 +1,54 @@
+"""A plan of spec 1.0 has no `num_seqs` (R-META-7 is new in 1.1.0) and one entry per sequence
+(K = B). Under 1.1's default conventions every 1.0 plan is unchanged, so such a plan must still
+unpack into its len(seqlens) sequences: the meta handed to the target leaves the key out, and
+the target's own default for a plan without B decides."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import reference
+
+from . import harness as h
+from .strategies import Batch
+
+# Default conventions only (tail="last", no max_num_seqs): K = B, with and without total-level
+# padding on the last sequence, empty sequences first, inside and last.
+CASES = [
+    ({"cp_size": 2}, (5, 0, 3)),
+    ({"cp_size": 2, "bucket": 16}, (5, 3)),
+    ({"tp_size": 2}, (1,)),
+    ({}, (0, 4, 4, 0)),
+    ({"cp_size": 3, "cp_layout": "contiguous", "min_local_rows": 5}, (2, 7)),
+]
+
+
+@h.needs("unpack")
+@pytest.mark.rules("R-META-7", "R-UNPACK-1")
+@pytest.mark.parametrize(("config", "lengths"), CASES,
+                         ids=["cp2", "cp2-bucket", "tp2-one", "empty-ends", "contiguous-mlr"])
+def test_unpack_plan_without_num_seqs(config: dict[str, Any], lengths: tuple[int, ...]) -> None:
+    """The spec's shards and plan, the plan without `num_seqs`: unpack returns the B =
+    len(seqlens) input sequences, bit for bit (a target that takes a missing B as 0 returns none
+    or rejects the plan)."""
+    h.require_config(config, lengths=list(lengths))
+    cfg = reference.PackConfig(**config)
+    seqs = Batch(lengths).arrays()
+    plan = reference.plan_thd(list(lengths), cfg)
+    assert len(plan.seqlens) == len(seqs), f"{config}: not a 1.0 plan (K != B)"
+    shards = [reference.pack_thd(seqs, cfg, rank)[0] for rank in range(cfg.cp_size)]
+    meta = {k: getattr(plan, k) for k in (*h.META_ARRAYS, "max_seqlen", "total", "local_rows")}
+    what = f"unpack of a 1.0 plan (no num_seqs), config={config}, lengths={lengths}"
+    out = h.call_target(what, h.target().unpack, shards, meta, dict(config),
+                        rules={"R-META-7", "R-UNPACK-1"})
+    if not isinstance(out, list | tuple) or len(out) != len(seqs):
+        got = len(out) if isinstance(out, list | tuple) else type(out).__name__
+        raise h.RuleViolation(f"{what}: {got} arrays back, B = {len(seqs)}",
+                              {"R-META-7", "R-UNPACK-1"})
+    for i, (o, s) in enumerate(zip(out, seqs, strict=True)):
+        if not h.same_bits(np.asarray(o), s):
+            raise h.RuleViolation(f"{what}: sequence {i} differs from the input",
+                                  {"R-UNPACK-1"})
