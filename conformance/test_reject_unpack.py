@@ -87,13 +87,18 @@ def test_reject_unpack(kind: str) -> None:
 
 
 FORGERIES = ("seqlen-above-padded", "negative-seqlen", "padded-not-cu-steps", "cu-not-from-0",
-             "short-padded", "short-cu", "zigzag-misaligned")
+             "short-padded", "short-cu", "zigzag-misaligned",
+             # num_seqs (R-META-7) against the arrays: more than their K entries, or fewer while
+             # an entry past it holds real rows (only padding may follow B: R-TAIL-1, R-STATIC-1)
+             "num-seqs-past-entries", "real-row-past-num-seqs")
 
 
 def _forge(kind: str, seqlens: list[int], config: dict[str, Any], which: int) -> dict[str, Any]:
     """A plan whose arrays contradict each other, but with total == local_rows * cp_size, so
     only the optional consistency checks of R-ERR-11 can reject it."""
     cfg = reference.PackConfig(**config)
+    if kind == "real-row-past-num-seqs":  # K >= 2 entries, the last one with real rows
+        seqlens = [*seqlens, 1 + which]
     plan = reference.plan_thd(seqlens, cfg)
     lengths = np.array(plan.seqlens, np.int64)
     padded = np.array(plan.seqlens_padded, np.int64)
@@ -121,12 +126,16 @@ def _forge(kind: str, seqlens: list[int], config: dict[str, Any], which: int) ->
         "cu_seqlens": np.asarray(plan.cu_seqlens, np.int32),
         "cu_seqlens_padded": cu.astype(np.int32), "max_seqlen": plan.max_seqlen,
         "total": total, "local_rows": total // cfg.cp_size}
+    if kind == "num-seqs-past-entries":
+        meta["num_seqs"] = len(seqlens) + 1
+    elif kind == "real-row-past-num-seqs":
+        meta["num_seqs"] = len(seqlens) - 1
     assert meta["local_rows"] * cfg.cp_size == total
     return meta
 
 
 @h.needs("unpack", "forged_plan_checks")
-@pytest.mark.rules("R-ERR-11")
+@pytest.mark.rules("R-ERR-11", "R-META-7")
 @pytest.mark.parametrize("kind", FORGERIES)
 @h.prop_settings(0.1)
 @given(seqlens=st.lists(st.integers(0, 20), min_size=1, max_size=4), cp=st.integers(1, 4),
@@ -148,7 +157,8 @@ def test_reject_forged_plan(kind: str, seqlens: list[int], cp: int, layout: str,
     what = f"unpack with a forged plan ({kind}: {meta})"
     if not isinstance(got, ValueError):
         raise h.RuleViolation(f"{what}: expected ValueError, got {got!r}", {"R-ERR-11"})
-    fields = ("plan", "seqlens", "seqlens_padded", "cu_seqlens_padded", "total", "local_rows")
+    fields = ("plan", "seqlens", "seqlens_padded", "cu_seqlens_padded", "total", "local_rows",
+              "num_seqs")
     if not any(h._names(n, str(got)) for n in fields):
         raise h.RuleViolation(f"{what}: the message {str(got)!r} names no plan field",
                               {"R-ERR-11"})
