@@ -126,8 +126,8 @@ def plan_with_host(
     if a > INT32_MAX and bool((lengths > 0).any()):  # R-ERR-8, before int64 arithmetic wraps
         raise ValueError(f"total rows T exceed INT32_MAX={INT32_MAX}: a non-empty sequence "
                          f"pads to a multiple of the alignment A={a}")
-    padded = lengths
-    if a > 1:
+    padded = lengths  # past INT32_MAX every length is 0 (above), and 0 pads to 0 in any A
+    if 1 < a <= INT32_MAX:  # (an A past int64 would overflow the int64 arithmetic here)
         padded = torch.div(lengths + (a - 1), a, rounding_mode="floor").mul_(a)  # R-ALIGN-3
     s = int(padded.sum())
     n = s  # R-TOTAL-3
