@@ -6,6 +6,7 @@ implements. `impl/` exposes the same public names over torch tensors.
 
 from .config import PackConfig
 from .engine import resolve_engine_config
+from .masked import pack_masked
 from .pack import pack_thd, specified_slots
 from .partition import partitioned_indices
 from .plan import Plan, plan_thd
@@ -19,6 +20,7 @@ __all__ = [
     "PackConfig",
     "Plan",
     "RowSource",
+    "pack_masked",
     "pack_thd",
     "partitioned_indices",
     "plan_thd",

@@ -100,7 +100,7 @@ class ImplTarget:
          "simulated_megatron", "bucket", "fp8", "min_local_rows", "zero_length",
          "trailing_dims", "large_totals", "config_checks",
          "float8", "kwargs_params", "packed_seqs", "tail_segment", "seq_align_cp",
-         "fp8_recipes", "static_metadata"}
+         "fp8_recipes", "static_metadata", "mask_form"}
     )
     # impl.pack_thd also takes a jagged nested tensor (with or without gaps between the
     # sequences in its values buffer) and a flat values tensor with lengths= (R-IN-1).
@@ -131,6 +131,18 @@ class ImplTarget:
         batch, kwargs = to_form(form, seqs)
         rows, pos, plan = impl.pack_thd(batch, impl.PackConfig(**config), cp_rank,
                                         need_roll=need_roll, pad_value=pad_value, **kwargs)
+        return rows.numpy(), pos.numpy(), plain_meta(plan)
+
+    def pack_masked(
+        self, values: Any, mask: Any, config: Config, cp_rank: int, *,
+        need_roll: bool = False, pad_value: Any = 0,
+    ) -> tuple[np.ndarray, np.ndarray, Meta]:
+        """Capability `mask_form`: `pack_thd(values, ..., mask=mask)`, ndarrays as tensors
+        sharing memory and strides, anything else as given."""
+        x = torch.from_numpy(values) if isinstance(values, np.ndarray) else values
+        m = torch.from_numpy(mask) if isinstance(mask, np.ndarray) else mask
+        rows, pos, plan = impl.pack_thd(x, impl.PackConfig(**config), cp_rank,
+                                        need_roll=need_roll, pad_value=pad_value, mask=m)
         return rows.numpy(), pos.numpy(), plain_meta(plan)
 
     def pack_flat(

@@ -82,6 +82,9 @@ CAPABILITIES: dict[str, str] = {
     "config, cp_rank) -> (rows [1, R, *trail], PackedSeqParams view); packed_gathered(shards, "
     "cu_padded, mask, config, cp_rank) and, with `distributed`, packed_distributed(rows, "
     "cu_padded, mask, config, cp_rank, group) -> (output [B, S, *trail], local gradient)",
+    "mask_form": "pack_masked(values, mask, config, cp_rank, *, need_roll, pad_value) packs a "
+    "padded batch [B, S, *trail] with a bool mask [B, S], sequence i = values[i][mask[i]], "
+    "the mask passed as given so that rejection tests reach its validation (R-IN-7)",
     "native_scalars": "native_scalar(value) returns the implementation's own 0-d array holding a "
     "Python scalar, used as a config field or cp_rank (spec section 0: integers, bools)",
     "large_totals": "pack and unpack of a total of 2**25 rows (32 MiB of int8 over 2 ranks) "
@@ -274,6 +277,20 @@ class FlatBatchMethods(Protocol):
         through unchanged. The suite feeds lengths that do not sum to the rows, negative or
         non-integer lengths, 2-D lengths: your validation must see them.
         """
+        ...
+
+
+class MaskFormMethods(Protocol):
+    """Capability `mask_form` (R-IN-7)."""
+
+    def pack_masked(
+        self, values: Any, mask: Any, config: Config, cp_rank: int, *,
+        need_roll: bool = False, pad_value: Any = 0,
+    ) -> tuple[np.ndarray, np.ndarray, Meta]:
+        """Pack the padded batch `values [B, S, *trail]` whose sequence i is
+        `values[i][mask[i]]`. Convert a `values` or `mask` that is a `np.ndarray` to your array
+        type without copying and keeping its strides (the suite passes column-major and strided
+        masks, any dtype and shape); pass anything else through unchanged."""
         ...
 
 

@@ -35,7 +35,8 @@ class ReferenceTarget:
         {"need_roll", "pad_value", "plan", "engine", "contiguous", "unpack", "distributed",
          "parallel_state_checks", "batch_checks", "unpack_checks", "api_type_checks",
          "native_scalars", "bucket", "fp8", "min_local_rows", "zero_length", "trailing_dims",
-         "config_checks", "tail_segment", "seq_align_cp", "fp8_recipes", "static_metadata"}
+         "config_checks", "tail_segment", "seq_align_cp", "fp8_recipes", "static_metadata",
+         "mask_form"}
     )
     skip_reasons = {
         "flat_batch_checks": "reference.pack_thd takes a list or tuple of arrays only",
@@ -53,6 +54,16 @@ class ReferenceTarget:
             seqs, reference.PackConfig(**config), cp_rank, need_roll=need_roll,
             pad_value=pad_value,
         )
+        return rows, pos, plain_meta(plan)
+
+    def pack_masked(
+        self, values: Any, mask: Any, config: Config, cp_rank: int, *,
+        need_roll: bool = False, pad_value: Any = 0,
+    ) -> tuple[np.ndarray, np.ndarray, Meta]:
+        """Capability `mask_form`: reference.pack_masked (R-IN-7), NumPy as given."""
+        rows, pos, plan = reference.pack_masked(values, mask, reference.PackConfig(**config),
+                                                cp_rank, need_roll=need_roll,
+                                                pad_value=pad_value)
         return rows, pos, plain_meta(plan)
 
     def plan_as_is(self, seqlens: Any, config: Any) -> Any:

@@ -49,6 +49,16 @@ def canonical_batch(seqlens: list[int], trail: list[int], dtype: str) -> list[np
     return batch
 
 
+def masked_batch(seqs: list[np.ndarray], mask: list[list[bool]], fill: int = -1) -> np.ndarray:
+    """R-IN-7's padded form of `seqs`: row i holds sequence i at `mask[i]`'s True entries and
+    `fill` elsewhere (never read)."""
+    rows = np.asarray(mask, dtype=bool)
+    x = np.full((*rows.shape, *seqs[0].shape[1:]), fill, dtype=seqs[0].dtype)
+    for i, seq in enumerate(seqs):
+        x[i, rows[i]] = seq
+    return x
+
+
 def _jsonable(value: Any) -> Any:
     if isinstance(value, np.ndarray):
         return value.tolist()
@@ -89,19 +99,29 @@ def pack_vector(
     dtype: str = "int64",
     need_roll: bool = False,
     pad_value: Any = 0,
+    mask: list[list[bool]] | None = None,
 ) -> dict[str, Any]:
-    """A valid pack on every rank, with the plan and the unpack of all ranks."""
+    """A valid pack on every rank, with the plan and the unpack of all ranks; with `mask`, of
+    the mask form (R-IN-7: `masked_batch` and the mask; `seqlens` are its row counts)."""
     trail = trail or []
     cfg = ref.PackConfig(**config)
     seqs = canonical_batch(seqlens, trail, dtype)
     for s in seqs:
         s.setflags(write=False)  # R-IN-6: the reference packs read-only inputs
+    if mask is not None:
+        assert [sum(row) for row in mask] == seqlens, "seqlens are the mask's row counts"
     ranks = []
     shards = []
     for rank in range(cfg.cp_size):
-        rows, position_ids, plan = ref.pack_thd(
-            seqs, cfg, rank, need_roll=need_roll, pad_value=pad_value
-        )
+        if mask is None:
+            rows, position_ids, plan = ref.pack_thd(
+                seqs, cfg, rank, need_roll=need_roll, pad_value=pad_value
+            )
+        else:
+            rows, position_ids, plan = ref.pack_masked(
+                masked_batch(seqs, mask), np.asarray(mask, dtype=bool), cfg, rank,
+                need_roll=need_roll, pad_value=pad_value
+            )
         rows_spec, pos_spec = ref.specified_slots(plan, cfg, rank, need_roll)
         ranks.append(
             {"rows": _masked(rows, rows_spec), "position_ids": _masked(position_ids, pos_spec)}
@@ -120,6 +140,8 @@ def pack_vector(
         "plan": _plan_dict(plan, config),
         "ranks": ranks,
     }
+    if mask is not None:
+        vector["mask"] = mask
     if not need_roll:
         unpacked = ref.unpack_thd(shards, plan, cfg)
         assert all(np.array_equal(a, b) for a, b in zip(unpacked, seqs, strict=True))
@@ -149,6 +171,10 @@ def run_call(vector: dict[str, Any]) -> Any:
     if call == "plan":
         return ref.plan_thd(vector["seqlens"], ref.PackConfig(**vector.get("config", {})))
     cfg = ref.PackConfig(**vector.get("config", {}))
+    if call == "pack" and "mask" in vector:  # R-IN-7: values [B, S] int64, the mask as given
+        return ref.pack_masked(np.array(vector["values"], dtype=np.int64),
+                               np.array(vector["mask"], dtype=vector["mask_dtype"]), cfg,
+                               vector.get("cp_rank", 0))
     if call == "pack":
         seqs = [np.array(s, dtype=d) for s, d in zip(vector["seqs"], vector["dtypes"], strict=True)]
         return ref.pack_thd(
@@ -340,6 +366,7 @@ def build() -> list[dict[str, Any]]:
                           config={"cp_size": 2}, seqlens=[4], shard_rows=[2]))
     v.append(error_vector("reject-unpack-shard-rows", ["R-ERR-11"], "unpack", ValueError,
                           config={"cp_size": 2}, seqlens=[4], shard_rows=[2, 3]))
+    v += mask_form()
     v += conventions_1_1(shard, roll, total)
     return [{key: _jsonable(value) for key, value in vector.items()} for vector in v]
 
@@ -440,6 +467,30 @@ def conventions_1_1(
     v.append(error_vector("reject-too-many-sequences-pack", ["R-ERR-13"], "pack", ValueError,
                           config={"cp_size": 2, "max_num_seqs": 1}, seqs=[[1, 2], [3]],
                           dtypes=["int64", "int64"]))
+    return v
+
+
+def mask_form() -> list[dict[str, Any]]:
+    """R-IN-7: a padded batch with a bool mask packs as the list of its masked rows; a mask
+    that is not bool, or not the batch's [B, S], is rejected."""
+    def row(s: int, cols: list[int]) -> list[bool]:
+        return [c in cols for c in range(s)]
+
+    # 16 columns (two 8-byte words): a run plus a stray token, an empty row, a run on the
+    # word boundary up to column S - 1, left padding.
+    mask = [row(16, [0, 1, 2, 3, 4, 11]), row(16, []), row(16, list(range(8, 16))),
+            row(16, list(range(13, 16)))]
+    values = [[10 * i + j for j in range(4)] for i in range(2)]
+    v = [
+        pack_vector("mask-form-cp2", ["R-IN-7", "R-IN-2", "R-SHARD-2", "R-ROW-1", "R-POS-2"],
+                    {"cp_size": 2}, [sum(r) for r in mask], trail=[2], mask=mask),
+        pack_vector("mask-form-need-roll", ["R-IN-7", "R-ROLL-1"], {"tp_size": 3},
+                    [3, 4], mask=[row(5, [0, 2, 4]), row(5, [1, 2, 3, 4])], need_roll=True),
+        error_vector("reject-mask-int", ["R-IN-7", "R-ERR-1"], "pack", TypeError,
+                     values=values, mask=[row(4, [0, 1])] * 2, mask_dtype="int64"),
+        error_vector("reject-mask-shape", ["R-IN-7"], "pack", ValueError,
+                     values=values, mask=[row(5, [0, 1])] * 2, mask_dtype="bool"),
+    ]
     return v
 
 

@@ -16,7 +16,7 @@ import torch
 
 import impl
 from spec.examples import canonical_values, examples, vector_files
-from spec.vectors.generate import canonical_batch
+from spec.vectors.generate import canonical_batch, masked_batch
 
 VECTORS = [json.loads(p.read_text()) for p in vector_files()]
 
@@ -57,6 +57,10 @@ def _run_error_vector(v: dict[str, Any]) -> None:
         impl.resolve_engine_config(**v["engine"])
     elif call == "plan":
         impl.plan_thd(v["seqlens"], impl.PackConfig(**v.get("config", {})))
+    elif call == "pack" and "mask" in v:  # R-IN-7
+        impl.pack_thd(torch.tensor(v["values"]), impl.PackConfig(**v.get("config", {})),
+                      v.get("cp_rank", 0),
+                      mask=torch.tensor(v["mask"], dtype=getattr(torch, v["mask_dtype"])))
     elif call == "pack":
         dtypes = [getattr(torch, d) for d in v["dtypes"]]
         seqs = [torch.tensor(s, dtype=d) for s, d in zip(v["seqs"], dtypes, strict=True)]
@@ -100,10 +104,16 @@ def test_golden_vector(vector: dict[str, Any]) -> None:
         return
     assert call == "pack", call
     seqs = _torch_batch(vector["seqlens"], vector["trail"], vector["dtype"])
+    batch: Any = seqs
+    mask: dict[str, Any] = {}
+    if "mask" in vector:  # R-IN-7: the same sequences as a padded batch and a bool mask
+        batch = torch.from_numpy(masked_batch([s.numpy() for s in seqs], vector["mask"]))
+        mask = {"mask": torch.tensor(vector["mask"], dtype=torch.bool)}
     shards = []
     for rank, expected in enumerate(vector["ranks"]):
         rows, pos, plan = impl.pack_thd(
-            seqs, cfg, rank, need_roll=vector["need_roll"], pad_value=vector["pad_value"]
+            batch, cfg, rank, need_roll=vector["need_roll"], pad_value=vector["pad_value"],
+            **mask,
         )
         _check_plan(plan, vector["plan"])
         assert rows.dtype == seqs[0].dtype and pos.dtype == torch.int64

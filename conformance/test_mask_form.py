@@ -1,0 +1,105 @@
+"""The mask form of a batch (R-IN-7, capability `mask_form`): a padded `[B, S, *trail]` array and
+a bool mask `[B, S]` pack exactly as the list of the sequences `values[i][mask[i]]`.
+
+The masks are drawn to hit what a fast packer of this form gets wrong (strategies.mask_rows):
+runs that start or end at the 8-byte words of the mask's bytes or at column S - 1, one-token
+holes, a run plus a stray token, empty and full rows, S a multiple of 8 or not, and masks laid
+out column-major or strided. The expected result is the reference's pack of the list that
+NumPy's boolean indexing gives, so the mask's meaning comes from the spec, not from the target.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from . import harness as h
+from .strategies import MaskedBatch, PackCase, configs, fit_static, masked_batches, pad_values
+
+CAPS = h.caps()
+
+
+@dataclass(frozen=True)
+class MaskCase:
+    """One mask-form pack on every rank."""
+
+    config: dict[str, Any] = field(hash=False)
+    batch: MaskedBatch
+    need_roll: bool = False
+    pad_value: bool | int | float = 0
+
+    @property
+    def pack_case(self) -> PackCase:
+        """The same call in the list form (what the harness's comparisons take)."""
+        return PackCase(self.config, self.batch.batch, self.need_roll, self.pad_value)
+
+    def __repr__(self) -> str:
+        return (f"MaskCase(config={self.config!r}, batch={self.batch!r}, "
+                f"need_roll={self.need_roll!r}, pad_value={self.pad_value!r})")
+
+
+@st.composite
+def mask_cases(draw: st.DrawFn) -> MaskCase:
+    """Within the target's features; no bucket or min_local_rows (the total's stages are the
+    list form's, tested there), every convention the target declares."""
+    batch = draw(masked_batches(caps=CAPS))
+    cfg = draw(configs(caps=CAPS, tp=st.integers(1, 3), cp=st.integers(1, 4),
+                       bucket=st.none(), min_local_rows=st.none()))
+    cfg = fit_static(cfg, len(batch.runs), draw(st.sampled_from([0, 1])))
+    roll = draw(st.booleans()) if "need_roll" in CAPS else False
+    pad = draw(pad_values(batch.dtype)) if "pad_value" in CAPS else 0
+    return MaskCase(cfg, batch, roll, pad)
+
+
+def _run(case: MaskCase) -> None:
+    pc = case.pack_case
+    h.assume_declared(pc)
+    values, mask = case.batch.arrays()
+    before = (values.tobytes(), mask.tobytes())
+    seqs = [values[i][mask[i]] for i in range(mask.shape[0])]  # R-IN-7: what the mask means
+    rules = h.valid_input_rules(pc) | {"R-IN-7"}
+    got = []
+    for rank in range(pc.cp_size):
+        what = f"pack_masked(rank {rank})"
+        result = h.call_target(what, h.target().pack_masked, values, mask, dict(case.config),
+                               rank, need_roll=case.need_roll, pad_value=case.pad_value,
+                               rules=rules)
+        got.append(h.RankResult(*h.readable_output(result, what)))
+    if (values.tobytes(), mask.tobytes()) != before:
+        raise h.RuleViolation("pack_masked wrote into its values or mask", {"R-IN-6", "R-IN-7"})
+    want = h.run_reference(pc, seqs)
+    h.check_meta(got, want, case.config)
+    h.check_rows(pc, got, want)
+    h.check_positions(pc, got, want)
+
+
+CP2 = {"cp_size": 2}
+
+
+@h.needs("mask_form")
+@pytest.mark.rules("R-IN-7", "R-IN-1", "R-IN-2", "R-IN-6", "R-ROW-1", "R-ROW-2", "R-POS-2",
+                   "R-ROLL-1")
+@h.prop_settings(2.0)  # cheap cases (B <= 6, S <= 48): twice the profile's examples
+# One run of 5 and a stray token in a row of 16 (two 8-byte words): span 12, count 6.
+@example(MaskCase({"cp_size": 1}, MaskedBatch(16, (((0, 5), (11, 12)),))))
+@example(MaskCase(CP2, MaskedBatch(16, (((0, 5), (11, 12)), ((3, 16),)))))
+# Runs on word boundaries, ending at S - 1, full and empty rows, S = 24.
+@example(MaskCase(CP2, MaskedBatch(24, (((8, 16),), ((16, 24),), ((0, 24),), ()), trail=(2,))))
+# Left padding (ends at S - 1), right padding, S not a multiple of 8.
+@example(MaskCase({"cp_size": 2, "tp_size": 3}, MaskedBatch(13, (((4, 13),), ((0, 9),)))))
+# One-token holes and a stray token before the run, within one word and across words.
+@example(MaskCase(CP2, MaskedBatch(16, (((0, 3), (4, 8)), ((2, 3), (8, 16)), ((7, 8), (9, 10))),
+                                   dtype="float32"), pad_value=-1))
+# The same rows column-major and strided (no word scan over a non-contiguous mask).
+@example(MaskCase(CP2, MaskedBatch(16, (((0, 5), (11, 12)), ((8, 16),)), layout="F")))
+@example(MaskCase(CP2, MaskedBatch(16, (((0, 5), (11, 12)), ((8, 16),)), layout="strided"),
+                  need_roll=True))
+@given(mask_cases())
+def test_mask_form_matches_reference(case: MaskCase) -> None:
+    """Every rank's rows, position ids (labels under need_roll) and plan equal the reference's
+    pack of `[values[i][mask[i]] for i]`; values and mask unchanged (R-IN-6)."""
+    _run(case)
