@@ -543,9 +543,10 @@ def masked_batches(draw: st.DrawFn, *, caps: frozenset[str] | None = None,
     trails: tuple[tuple[int, ...], ...] = ((), (3,), (2, 2), (0,))
     if caps is not None and "trailing_dims" not in caps:
         trails = ((),)
-    # A 1-row column-major mask (stride 1 on its size-1 row dimension, S a multiple of 8) makes
-    # impl 8603a5a's word scan raise RuntimeError (a finding, reported; impl is frozen this
-    # session): not drawn until impl is fixed, then this line goes.
+    # A 1-row column-major mask (stride 1 on its size-1 row dimension, S a multiple of 8) and
+    # S = 0 (every sequence empty) make impl 8603a5a's word scan raise RuntimeError (findings,
+    # reported; impl is frozen this session): not drawn until impl is fixed, then S starts at 0
+    # and this line goes.
     layouts = MASK_LAYOUTS if b > 1 else tuple(x for x in MASK_LAYOUTS if x != "F")
     return MaskedBatch(
         seq_len=s,
