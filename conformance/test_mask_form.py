@@ -98,6 +98,11 @@ CP2 = {"cp_size": 2}
 @example(MaskCase(CP2, MaskedBatch(16, (((0, 5), (11, 12)), ((8, 16),)), layout="F")))
 @example(MaskCase(CP2, MaskedBatch(16, (((0, 5), (11, 12)), ((8, 16),)), layout="strided"),
                   need_roll=True))
+# One row column-major (stride 1 on the row dimension) and S = 0: impl's word scan raised
+# RuntimeError on both before 4f7e7f8 / 1511198.
+@example(MaskCase({"cp_size": 1}, MaskedBatch(8, (((0, 3),),), layout="F")))
+@example(MaskCase(CP2, MaskedBatch(0, ((), ()))))
+@example(MaskCase(CP2, MaskedBatch(16, (((0, 5), (11, 12)), ((8, 16),)), layout="window")))
 @given(mask_cases())
 def test_mask_form_matches_reference(case: MaskCase) -> None:
     """Every rank's rows, position ids (labels under need_roll) and plan equal the reference's
