@@ -421,7 +421,7 @@ def zero_length_batches(dtypes: tuple[str, ...] = ("int64", "float32"),
 # ----------------------------------------------------------------------------------------------
 # The mask form (R-IN-7): a padded batch and a bool mask
 
-MASK_LAYOUTS = ("C", "F", "strided", "window")
+MASK_LAYOUTS = ("C", "F", "strided", "window", "ragged")
 # How a mask row is drawn. A packer may scan the mask's bytes in 8-byte words and take a row
 # whose True entries form one run as a slice: what it must get right is a run starting or ending
 # at a word boundary or at column S - 1, a run with a one-token hole or a stray token after a
@@ -434,9 +434,10 @@ MASK_ROW_KINDS = ("empty", "full", "left", "right", "run", "run+stray", "gap", "
 class MaskedBatch:
     """A padded batch `[B, S, *trail]` and its bool mask `[B, S]`: row i is True exactly on the
     half-open column runs `runs[i]`; `layout` is the mask's (and the values') memory order: "C",
-    "F" (column-major), "strided" (every other column of an array twice as wide) or "window"
-    (columns 8 .. S + 8 of an array S + 8 wide: rows one word apart when S is a multiple of 8,
-    but not contiguous)."""
+    "F" (column-major), "strided" (every other column of an array twice as wide), "window"
+    (columns 8 .. S + 8 of an array 8 + ceil_to(S, 8) wide: rows whole words apart and a word
+    in, whatever S) or "ragged" (the first S columns of an array S + 1 wide: rows an odd number
+    of bytes apart)."""
 
     seq_len: int
     runs: tuple[tuple[tuple[int, int], ...], ...]
@@ -461,7 +462,9 @@ class MaskedBatch:
         elif self.layout == "strided":
             base = np.empty((shape[0], 2 * shape[1], *shape[2:]), dtype=dtype)
         elif self.layout == "window":
-            base = np.empty((shape[0], shape[1] + 8, *shape[2:]), dtype=dtype)
+            base = np.empty((shape[0], 8 + -(-shape[1] // 8) * 8, *shape[2:]), dtype=dtype)
+        elif self.layout == "ragged":
+            base = np.empty((shape[0], shape[1] + 1, *shape[2:]), dtype=dtype)
         else:
             base = np.empty(shape, dtype=dtype)
         base.view(np.uint8)[...] = byte
@@ -469,7 +472,9 @@ class MaskedBatch:
             return base.T
         if self.layout == "strided":
             return base[:, ::2]
-        return base[:, 8:] if self.layout == "window" else base
+        if self.layout == "window":
+            return base[:, 8:8 + shape[1]]
+        return base[:, :shape[1]] if self.layout == "ragged" else base
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """(values, mask): the batch's sequences at the mask's True entries, bytes 0xA5 off it

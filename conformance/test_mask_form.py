@@ -103,6 +103,12 @@ CP2 = {"cp_size": 2}
 @example(MaskCase({"cp_size": 1}, MaskedBatch(8, (((0, 3),),), layout="F")))
 @example(MaskCase(CP2, MaskedBatch(0, ((), ()))))
 @example(MaskCase(CP2, MaskedBatch(16, (((0, 5), (11, 12)), ((8, 16),)), layout="window")))
+# Rows a word apart, S not a multiple of 8 (S = 9) and S = 8 rows 9 bytes apart.
+@example(MaskCase(CP2, MaskedBatch(9, (((0, 9),), ((2, 5),)), layout="window")))
+@example(MaskCase(CP2, MaskedBatch(8, (((0, 8),), ((2, 5),)), layout="ragged")))
+# Right padding of half the row: its False entries span exactly as many columns as its True
+# ones, so a scan that finds the False entries instead passes the count-equals-span check.
+@example(MaskCase({"cp_size": 1}, MaskedBatch(10, (((0, 5),),))))
 @given(mask_cases())
 def test_mask_form_matches_reference(case: MaskCase) -> None:
     """Every rank's rows, position ids (labels under need_roll) and plan equal the reference's
