@@ -109,6 +109,16 @@ CP2 = {"cp_size": 2}
 # Right padding of half the row: its False entries span exactly as many columns as its True
 # ones, so a scan that finds the False entries instead passes the count-equals-span check.
 @example(MaskCase({"cp_size": 1}, MaskedBatch(10, (((0, 5),),))))
+# One row alone, so that no other row sends the batch to the general path: a row with one hole
+# in one word, or starting in the second word (S = 24), a run plus a stray token whose first
+# word holds its first and last byte (0, 7 | 8, 10), two holes with S not a multiple of 8, and
+# a stray token 8 words past the first (S = 72): each is a row whose True entries are not one
+# run, while a misplaced first or last byte makes its span equal its count.
+@example(MaskCase({"cp_size": 1}, MaskedBatch(16, (((0, 3), (4, 8)),))))
+@example(MaskCase({"cp_size": 1}, MaskedBatch(24, (((8, 12), (13, 16)),))))
+@example(MaskCase({"cp_size": 1}, MaskedBatch(16, (((0, 1), (7, 9), (10, 11)),))))
+@example(MaskCase({"cp_size": 1}, MaskedBatch(10, (((0, 1), (2, 3), (4, 5)),))))
+@example(MaskCase({"cp_size": 1}, MaskedBatch(72, (((0, 1), (64, 65)),))))
 @given(mask_cases())
 def test_mask_form_matches_reference(case: MaskCase) -> None:
     """Every rank's rows, position ids (labels under need_roll) and plan equal the reference's
