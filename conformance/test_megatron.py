@@ -424,3 +424,43 @@ def test_postprocess_rejects_indivisible_total() -> None:
             not h.names_number(5, str(got)):
         raise h.RuleViolation(f"postprocess with padded total 5 and cp_size 2: expected "
                               f"ValueError naming cp_size and 5, got {got!r}", {"R-ERR-11"})
+
+
+@h.needs("megatron_checks", "static_metadata")
+@pytest.mark.rules("R-MEG-10", "R-ERR-13")
+def test_postprocess_rejects_more_sequences_than_max_num_seqs() -> None:
+    """postprocess_thd_engine with max_num_seqs below batch_size: R-ERR-13's ValueError, its
+    message naming max_num_seqs and B (R-MEG-10)."""
+    config, seqs, rows, meta = _post_input("tp2")
+    b, n = len(seqs), 2
+    got = h.outcome(lambda: h.target().megatron_postprocess(rows[None], meta, config,
+                                                            max_num_seqs=n))
+    if not isinstance(got, ValueError) or not h._names("max_num_seqs", str(got)) or \
+            not h.names_number(b, str(got)):
+        raise h.RuleViolation(f"postprocess of B = {b} sequences with max_num_seqs={n}: "
+                              f"expected ValueError naming max_num_seqs and {b}, got {got!r}",
+                              {"R-ERR-13"})
+
+
+@h.needs("megatron_checks", "static_metadata")
+@pytest.mark.rules("R-MEG-10", "R-MEG-3", "R-ERR-11")
+def test_postprocess_max_num_seqs_other_than_the_params() -> None:
+    """postprocess_thd_engine with a max_num_seqs whose N + 1 offsets the PackedSeqParams do not
+    hold (they come from a pack without it): either the B sequences come back, or a ValueError
+    names cu_seqlens_q_padded (a contradicting plan, R-ERR-11's MAY)."""
+    config, seqs, rows, meta = _post_input("tp2")
+    got: Any = None
+    try:
+        got = h.target().megatron_postprocess(rows[None], meta, config,
+                                              max_num_seqs=len(seqs) + 2)
+    except ValueError as exc:
+        if not h._names("cu_seqlens_q_padded", str(exc)):
+            raise h.RuleViolation(f"max_num_seqs={len(seqs) + 2} against {len(seqs) + 1} "
+                                  f"offsets: the message {str(exc)!r} does not name "
+                                  "cu_seqlens_q_padded", {"R-ERR-11"}) from None
+        return
+    assert len(got) == len(seqs), f"{len(got)} sequences back, {len(seqs)} in"
+    for i, (g, w) in enumerate(zip(got, seqs, strict=True)):
+        if not h.same_bits(np.asarray(g), w):
+            raise h.RuleViolation(f"sequence {i} came back as {np.asarray(g).tolist()}",
+                                  {"R-MEG-3"})

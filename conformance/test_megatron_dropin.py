@@ -58,6 +58,13 @@ def check_slots(case: PackCase, seqs: list[np.ndarray], rank: int, rows: np.ndar
 @example(PackCase(config={"cp_size": 3, "min_local_rows": 9}, batch=Batch((5,)), need_roll=True))
 @example(PackCase(config={"cp_layout": "contiguous", "tp_size": 3}, batch=Batch((4, 2)),
                   need_roll=True))
+# zigzag cp = 1 under need_roll, where verl's label is the next buffer row's token: the next
+# sequence's (not the sequence's own), a one-row buffer's own first token, an all-empty batch,
+# and a next segment that is padding only (label 0, not the next real token).
+@example(PackCase(config={}, batch=Batch((3, 2)), need_roll=True))
+@example(PackCase(config={}, batch=Batch((1, 0)), need_roll=True))
+@example(PackCase(config={}, batch=Batch((0, 0)), need_roll=True))
+@example(PackCase(config={"bucket": 8}, batch=Batch((3, 0)), need_roll=True))
 @given(pack_cases(caps=CAPS, config=configs(caps=CAPS, contiguous_cp=_has_cp_partition_mode()),
                   batch=batches(max_batch=8, budget=200, caps=CAPS)))
 def test_verl_slot_values(case: PackCase) -> None:
@@ -128,11 +135,17 @@ VERL_TEXTS: dict[str, tuple[dict[str, Any], dict[str, Any], type[Exception], str
                      "'float' object cannot be interpreted as an integer"),
     "bucket-str": ({"pad_to_length_bucket": "8"}, {}, TypeError,
                    "'<=' not supported between instances of 'str' and 'int'"),
+    "bucket-half": ({"pad_to_length_bucket": 0.5}, {}, TypeError,
+                    "'float' object cannot be interpreted as an integer"),
+    "min_local_rows-str": ({"min_local_rows": "8"}, {}, TypeError,
+                           "'<' not supported between instances of 'Tensor' and 'str'"),
 }
+FIELDS = {"cp_layout": ("cp_layout", "R-ERR-4"), "pad_to_length_bucket": ("bucket", "R-ERR-3"),
+          "min_local_rows": ("min_local_rows", "R-ERR-1")}
 
 
 @h.needs("megatron_checks")
-@pytest.mark.rules("R-MEG-5", "R-ERR-3", "R-ERR-4")
+@pytest.mark.rules("R-MEG-5", "R-ERR-1", "R-ERR-3", "R-ERR-4")
 @pytest.mark.parametrize("name", sorted(VERL_TEXTS))
 def test_error_texts_contain_verl(name: str) -> None:
     """Each message has verl 0.9.1's text for the same input (taken from running the wheel),
@@ -145,10 +158,10 @@ def test_error_texts_contain_verl(name: str) -> None:
     if text not in str(got):
         raise h.RuleViolation(f"{adapter}: the message {str(got)!r} lacks verl's {text!r}",
                               {"R-MEG-5"})
-    field = "cp_layout" if "cp_layout" in adapter else "bucket"
+    field, rule = FIELDS[next(iter(adapter))]
     if not h._names(field, str(got)):
         raise h.RuleViolation(f"{adapter}: the message {str(got)!r} does not name {field}",
-                              {"R-ERR-3" if field == "bucket" else "R-ERR-4"})
+                              {rule})
 
 
 @h.needs("megatron_checks")
@@ -179,3 +192,52 @@ def test_postprocess_layout_text_contains_verl() -> None:
     if not isinstance(got, ValueError) or \
             "Unsupported context parallel layout: interleaved" not in str(got):
         raise h.RuleViolation(f"postprocess cp_layout='interleaved': got {got!r}", {"R-MEG-5"})
+
+
+# megatron-core 0.16.1's PackedSeqParams constructor (an older or narrower release lacks some).
+PARAMS_CTOR = ("qkv_format", "cu_seqlens_q", "cu_seqlens_kv", "cu_seqlens_q_padded",
+               "cu_seqlens_kv_padded", "max_seqlen_q", "max_seqlen_kv", "local_cp_size",
+               "cp_group")
+
+
+def _params_without(*names: str) -> type:
+    """A PackedSeqParams dataclass whose constructor lacks `names`."""
+    import dataclasses
+
+    return dataclasses.make_dataclass(
+        "PackedSeqParams", [(f, Any, dataclasses.field(default=None))
+                            for f in PARAMS_CTOR if f not in names])
+
+
+@h.needs("megatron_checks")
+@pytest.mark.rules("R-MEG-4")
+@pytest.mark.parametrize("missing", ["qkv_format", "cu_seqlens_kv", "max_seqlen_kv"])
+def test_params_without_a_needed_field(missing: str) -> None:
+    """A PackedSeqParams whose constructor lacks a field the pack needs: TypeError naming that
+    field (R-MEG-4: no field is dropped silently)."""
+    seqs = [np.arange(5, dtype=np.int64), np.arange(3, dtype=np.int64)]
+    got = h.outcome(lambda: h.target().megatron_preprocess_with_params(
+        seqs, {"tp_size": 2}, 0, _params_without(missing)))
+    if not isinstance(got, TypeError) or not h._names(missing, str(got)):
+        raise h.RuleViolation(f"PackedSeqParams without {missing}: expected TypeError naming "
+                              f"it, got {got!r}", {"R-MEG-4"})
+
+
+@h.needs("megatron_checks")
+@pytest.mark.rules("R-MEG-4", "R-MEG-1")
+def test_params_without_redundant_fields() -> None:
+    """A PackedSeqParams without cu_seqlens_q_padded / cu_seqlens_kv_padded (equal to
+    cu_seqlens_q / _kv) is accepted: it gets every other field, and the rows are the spec's."""
+    seqs = [np.arange(5, dtype=np.int64), np.arange(3, dtype=np.int64)]
+    config: dict[str, Any] = {"tp_size": 2}
+    rows, params, _ = h.target().megatron_preprocess_with_params(
+        seqs, config, 0, _params_without("cu_seqlens_q_padded", "cu_seqlens_kv_padded"))
+    want, _, plan = reference.pack_thd(seqs, reference.PackConfig(**config), 0)
+    for key in ("cu_seqlens_q", "cu_seqlens_kv"):
+        if not np.array_equal(np.asarray(params.get(key)), plan.cu_seqlens_padded):
+            raise h.RuleViolation(f"{key} = {params.get(key)!r}, spec "
+                                  f"{plan.cu_seqlens_padded.tolist()}", {"R-MEG-1"})
+    if params.get("qkv_format") != "thd" or params.get("max_seqlen_kv") != plan.max_seqlen:
+        raise h.RuleViolation(f"PackedSeqParams {params}", {"R-MEG-4"})
+    if not h.same_bits(rows[0], want):
+        raise h.RuleViolation(f"rows {rows[0].tolist()}, spec {want.tolist()}", {"R-MEG-4"})

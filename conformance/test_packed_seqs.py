@@ -68,3 +68,51 @@ def test_packed_seqs_round_trip(case: MaskCase) -> None:
             raise h.RuleViolation(f"rank {rank}: postprocess gave {out.tolist()}, spec "
                                   f"{want.tolist()}", {"R-MEG-9"})
         h.check_local_grad(grad, plan, cfg, rank, str(case))
+
+
+@h.needs("packed_seqs", "distributed")
+@pytest.mark.rules("R-MEG-9", "R-UNPACK-1")
+@h.prop_settings(0.5)
+@example(MaskCase(2, 1, False, 6, (3, 5, 0), "left", trail=(3,), dtype="float32"))
+@given(mask_cases(caps=CAPS).map(lambda c: MaskCase(c.tp, 1, c.fp8, c.seq_len, c.lengths,
+                                                    c.pattern, c.trail, c.dtype, c.seed)))
+def test_packed_postprocess_single_rank(case: MaskCase) -> None:
+    """postprocess_packed_seqs with cp_size 1 and no process group (Megatron's CP group is None
+    then, and no collective may run): the masked tokens back at their places, 0 elsewhere, the
+    gradient 1 on the real rows and 0 on padding."""
+    values, mask = case.arrays()
+    cfg = case.ref_config()
+    plan = reference.plan_thd(list(case.lengths), cfg)
+    rows, _, _ = reference.pack_thd(case.sequences(), cfg, 0)
+    out, grad = h.target().packed_distributed(rows, plan.cu_seqlens_padded, mask, case.config,
+                                              0, None)
+    want = np.where(mask.reshape(*mask.shape, *([1] * len(case.trail))), values, 0)
+    if out.shape != want.shape or not h.same_bits(out, want.astype(out.dtype)):
+        raise h.RuleViolation(f"postprocess gave {out.tolist()}, spec {want.tolist()}",
+                              {"R-MEG-9"})
+    h.check_local_grad(grad, plan, cfg, 0, str(case))
+
+
+@h.needs("packed_seqs", "megatron_checks")
+@pytest.mark.rules("R-MEG-9", "R-UNPACK-1", "R-UNPACK-3")
+@pytest.mark.parametrize("params", ["real-q-kv", "padded-none"])
+def test_packed_postprocess_locates_rows_by_padded_offsets(params: str) -> None:
+    """PackedSeqParams built by hand in Transformer Engine's convention (cu_seqlens_q/_kv the
+    real boundaries, cu_seqlens_q_padded the padded ones), or with cu_seqlens_q_padded None
+    (Megatron's default when nothing is padded: then cu_seqlens_q holds the padded offsets):
+    postprocess_packed_seqs finds every sequence's rows at its padded offset."""
+    case = MaskCase(2, 1, False, 7, (3, 6, 1), "scattered", trail=(2,), dtype="float32", seed=5)
+    values, mask = case.arrays()
+    cfg = case.ref_config()
+    plan = reference.plan_thd(list(case.lengths), cfg)
+    real = np.asarray(plan.cu_seqlens, np.int32)
+    assert not np.array_equal(real, plan.cu_seqlens_padded), "the case needs padding"
+    rows, _, _ = reference.pack_thd(case.sequences(), cfg, 0, pad_value=-7.0)
+    fields = ({"cu_seqlens_q": real, "cu_seqlens_kv": real} if params == "real-q-kv" else
+              {"cu_seqlens_q_padded": None})
+    out = h.target().packed_postprocess(rows[None], plan.cu_seqlens_padded, mask, case.config,
+                                        params=fields)
+    want = np.where(mask[..., None], values, 0)
+    if out.shape != want.shape or not h.same_bits(out, want.astype(out.dtype)):
+        raise h.RuleViolation(f"PackedSeqParams {params}: postprocess gave {out.tolist()}, "
+                              f"spec {want.tolist()}", {"R-MEG-9", "R-UNPACK-1"})

@@ -78,6 +78,16 @@ def preprocess_kwargs(seqs: list[np.ndarray], config: Config, cp_rank: int, *,
     return rows, view, pos
 
 
+def preprocess_with_params(seqs: list[np.ndarray], config: Config, cp_rank: int,
+                           params_cls: Any) -> tuple[np.ndarray, dict[str, Any], np.ndarray]:
+    """preprocess_thd_engine with megatron-core's PackedSeqParams replaced by `params_cls` (an
+    older or a narrower release's class, R-MEG-4)."""
+    from megatron.core import packed_seq_params
+
+    with mock.patch.object(packed_seq_params, "PackedSeqParams", params_cls):
+        return preprocess(seqs, config, cp_rank)
+
+
 def _input_ids(meta: Meta) -> tuple[Any, int]:
     """A jagged nested tensor with the plan's lengths (postprocess reads only its offsets)."""
     lengths = [int(x) for x in np.asarray(meta["seqlens"])]
@@ -301,6 +311,33 @@ def _packed_post(rows: np.ndarray, cu_padded: np.ndarray, mask: np.ndarray, conf
 
     parts, grad = unpack_with_grad(rows, post)
     return np.stack(parts), grad
+
+
+def packed_postprocess_one(output: np.ndarray, cu_padded: np.ndarray, mask: Any,
+                           config: Config, params: dict[str, Any], **adapter: Any) -> np.ndarray:
+    """postprocess_packed_seqs on one process (cp_size 1, no collective): `output` and an
+    ndarray `mask` as given (converted without copying), PackedSeqParams from `cu_padded` with
+    the fields in `params` replaced (an array keeps its own dtype and shape, so the adapter's
+    validation sees it); `batch_size` and `seq_len` default to the mask's shape (R-MEG-9)."""
+    from megatron.core.packed_seq_params import PackedSeqParams
+
+    from impl import megatron
+
+    cfg = _full(config)
+    cu = torch.as_tensor(np.asarray(cu_padded), dtype=torch.int32)
+    packed = PackedSeqParams(qkv_format="thd", cu_seqlens_q=cu, cu_seqlens_kv=cu,
+                             cu_seqlens_q_padded=cu, cu_seqlens_kv_padded=cu)
+    for key, value in params.items():
+        setattr(packed, key, None if value is None else torch.from_numpy(np.asarray(value)))
+    m = torch.from_numpy(mask) if isinstance(mask, np.ndarray) else mask
+    batch_size = adapter.pop("batch_size", None)
+    seq_len = adapter.pop("seq_len", None)
+    with fake_parallel_state(cfg["tp_size"], 1, 0):
+        out = megatron.postprocess_packed_seqs(
+            torch.from_numpy(np.ascontiguousarray(output)), packed, m,
+            m.shape[0] if batch_size is None else batch_size,
+            m.shape[1] if seq_len is None else seq_len, **adapter)
+    return out.numpy()
 
 
 def packed_gathered(shards: list[np.ndarray], cu_padded: np.ndarray, mask: np.ndarray,

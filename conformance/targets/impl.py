@@ -192,6 +192,13 @@ class ImplTarget:
 
         return _megatron_impl.preprocess_as_is(input_ids, config, cp_rank, **adapter)
 
+    def megatron_preprocess_with_params(
+        self, seqs: list[np.ndarray], config: Config, cp_rank: int, params_cls: Any
+    ) -> tuple[np.ndarray, dict[str, Any], np.ndarray]:
+        from . import _megatron_impl
+
+        return _megatron_impl.preprocess_with_params(seqs, config, cp_rank, params_cls)
+
     def megatron_postprocess(
         self, output: np.ndarray, meta: Meta, config: Config, *,
         params: dict[str, np.ndarray] | None = None, **adapter: Any,
@@ -278,6 +285,16 @@ class ImplTarget:
         from . import _megatron_impl
 
         return _megatron_impl.packed_gathered(shards, cu_padded, mask, config, cp_rank)
+
+    def packed_postprocess(self, output: np.ndarray, cu_padded: np.ndarray, mask: Any,
+                           config: Config, *, params: dict[str, Any] | None = None,
+                           **adapter: Any) -> np.ndarray:
+        """Capabilities `packed_seqs` + `megatron_checks`: postprocess_packed_seqs on one
+        process, output and mask as given."""
+        from . import _megatron_impl
+
+        return _megatron_impl.packed_postprocess_one(output, cu_padded, mask, config,
+                                                     params or {}, **adapter)
 
     def packed_distributed(self, rows: np.ndarray, cu_padded: np.ndarray, mask: np.ndarray,
                            config: Config, cp_rank: int, group: Any

@@ -62,9 +62,12 @@ CAPABILITIES: dict[str, str] = {
     "lengths= passed through as given, so rejection tests reach the validation of lengths "
     "(R-IN-1, R-ERR-1, R-ERR-6..9)",
     "megatron_checks": "megatron_preprocess_as_is(input_ids, ...) hands input_ids to the "
-    "adapter unchanged, and megatron_postprocess(output, meta, ...) runs postprocess on one "
+    "adapter unchanged, megatron_preprocess_with_params(seqs, config, cp_rank, params_cls) "
+    "runs it with another PackedSeqParams class, and megatron_postprocess(output, meta, ...) "
+    "runs postprocess on one "
     "process with the output as given and PackedSeqParams fields overridable (R-MEG-1, R-MEG-3, "
-    "R-ERR-1, R-ERR-11)",
+    "R-ERR-1, R-ERR-11); with `packed_seqs` also packed_postprocess(output, cu_padded, mask, "
+    "config, *, params, **adapter), postprocess_packed_seqs likewise (R-MEG-8, R-MEG-9)",
     "api_type_checks": "pack_as_is / unpack_as_is hand a config or plan that is not the "
     "implementation's PackConfig / Plan to it unchanged (R-ERR-1: TypeError naming the field)",
     "local_gather": "gathered_unpack(shards, meta, config, cp_rank) runs the distributed "
@@ -305,6 +308,14 @@ class MegatronCheckMethods(Protocol):
         unchanged."""
         ...
 
+    def megatron_preprocess_with_params(
+        self, seqs: list[np.ndarray], config: Config, cp_rank: int, params_cls: Any
+    ) -> tuple[np.ndarray, dict[str, Any], np.ndarray]:
+        """`megatron_preprocess` with `params_cls` (a class the suite builds, e.g. an older
+        release's PackedSeqParams without some fields) standing in for megatron-core's
+        `PackedSeqParams` for the call (R-MEG-4)."""
+        ...
+
     def megatron_postprocess(
         self, output: np.ndarray, meta: Meta, config: Config, *,
         params: dict[str, np.ndarray] | None = None, **adapter: Any,
@@ -314,6 +325,20 @@ class MegatronCheckMethods(Protocol):
         `megatron_preprocess` builds it, then each field in `params` (such as `cu_seqlens_q`)
         replaced by the given int32 array; keyword arguments in `adapter` go to the adapter.
         Returns the B sequences."""
+        ...
+
+
+class PackedSeqsCheckMethods(Protocol):
+    """Capabilities `packed_seqs` and `megatron_checks`: the mask entry points' validation."""
+
+    def packed_postprocess(self, output: np.ndarray, cu_padded: np.ndarray, mask: Any,
+                           config: Config, *, params: dict[str, Any] | None = None,
+                           **adapter: Any) -> np.ndarray:
+        """postprocess_packed_seqs on one process (`cp_size` 1, no collective): `output` and
+        `mask` as given (an ndarray converted without copying), the PackedSeqParams built from
+        `cu_padded` as for `packed_gathered`, then each field in `params` replaced by the given
+        array with its own dtype and shape (None sets the field to None); `adapter` may set
+        `batch_size` and `seq_len` (default: the mask's shape). Returns `[B, S, *trail]`."""
         ...
 
 
