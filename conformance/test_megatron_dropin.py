@@ -131,6 +131,8 @@ VERL_TEXTS: dict[str, tuple[dict[str, Any], dict[str, Any], type[Exception], str
                  "pad_to_length_bucket must be a positive integer"),
     "bucket-negative": ({"pad_to_length_bucket": -4}, {"cp_size": 2}, ValueError,
                         "pad_to_length_bucket must be a positive integer"),
+    "bucket-numpy-0": ({"pad_to_length_bucket": np.int64(0)}, {}, ValueError,
+                       "pad_to_length_bucket must be a positive integer"),  # any integer type
     "bucket-float": ({"pad_to_length_bucket": 2.5}, {}, TypeError,
                      "'float' object cannot be interpreted as an integer"),
     "bucket-str": ({"pad_to_length_bucket": "8"}, {}, TypeError,

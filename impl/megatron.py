@@ -97,7 +97,8 @@ def _verl_text(exc: Exception, bucket: Any, mlr: Any) -> str | None:
     """What verl 0.9.1's preprocess_thd_engine says for the same bad value, when its exception
     has the class of ours (texts taken from running the 0.9.1 wheel)."""
     if "bucket" in str(exc):
-        if isinstance(exc, ValueError) and type(bucket) is int:  # 0 or negative
+        # 0 or negative, as any integer type (verl compares it with 0 whatever its type)
+        if isinstance(exc, ValueError) and not isinstance(bucket, (bool, float)) and bucket < 1:
             return "pad_to_length_bucket must be a positive integer"
         if isinstance(exc, TypeError) and isinstance(bucket, float) and bucket > 0:
             return "'float' object cannot be interpreted as an integer"  # math.lcm
