@@ -15,6 +15,7 @@ from . import harness as h
 
 CASES = [
     ({"tp_size": 2**31 - 1}, [1]),
+    ({"tp_size": 2**31 - 1}, [1, 1]),  # A = INT32_MAX: two sequences are a total of 2 * A
     ({"tp_size": 2**31}, [0]),
     ({"tp_size": 2**31, "cp_size": 2**31}, [1]),  # A = 2**63: int64 wraps to a total of 0
     ({"tp_size": 2**62, "cp_size": 2}, [0, 0]),  # A = 2**63, empty: total 0, no int64 overflow
@@ -24,7 +25,8 @@ CASES = [
 
 @pytest.mark.rules("R-TOTAL-4", "R-TOTAL-6", "R-ERR-8")
 @pytest.mark.parametrize("config,lengths", CASES, ids=[
-    "A-int32-max", "A-past-empty", "A-2pow63", "A-2pow63-empty", "A-past-int64-empty"])
+    "A-int32-max", "A-int32-max-two", "A-past-empty", "A-2pow63", "A-2pow63-empty",
+    "A-past-int64-empty"])
 def test_plan_at_the_alignment_limit(config: dict[str, Any], lengths: list[int]) -> None:
     """The plan's total is the reference's, or a ValueError where the reference rejects."""
     h.require("plan", "zero_length")
