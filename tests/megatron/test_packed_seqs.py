@@ -11,7 +11,6 @@ from __future__ import annotations
 import itertools
 import random
 from typing import Any
-from unittest import mock
 
 import pytest
 import torch
@@ -20,11 +19,11 @@ import impl
 
 pytest.importorskip("megatron.core")
 from megatron.core import packed_seq_params as psp_module  # noqa: E402
-from megatron.core import parallel_state  # noqa: E402
 
 from impl import masked  # noqa: E402
 from impl import megatron as adapter  # noqa: E402
 
+from ._fake_mpu import FakeParallelState, gather_from  # noqa: E402
 from .test_verl_live import needs_verl  # noqa: E402
 
 X = torch.arange(1, 25).reshape(3, 8)
@@ -43,24 +42,9 @@ VERL = {
 }
 
 
-class State:
-    def __init__(self, tp: int = 1, cp: int = 1, rank: int = 0, group: Any = None) -> None:
-        self.tp, self.cp, self.rank, self.group = tp, cp, rank, group
-
-
-@pytest.fixture
-def state(monkeypatch: pytest.MonkeyPatch) -> State:
-    st = State()
-    monkeypatch.setattr(parallel_state, "get_tensor_model_parallel_world_size", lambda: st.tp)
-    monkeypatch.setattr(parallel_state, "get_context_parallel_world_size", lambda: st.cp)
-    monkeypatch.setattr(parallel_state, "get_context_parallel_rank", lambda: st.rank)
-    monkeypatch.setattr(parallel_state, "get_context_parallel_group", lambda: st.group)
-    return st
-
-
 @pytest.mark.rules("R-MEG-8", "R-MEG-1")
 @pytest.mark.parametrize("key", sorted(VERL))
-def test_pinned_verl_values(state: State, key: tuple[int, int, bool]) -> None:
+def test_pinned_verl_values(state: FakeParallelState, key: tuple[int, int, bool]) -> None:
     tp, cp, fp8 = key
     cu, max_seqlen, ranks = VERL[key]
     state.tp, state.cp = tp, cp
@@ -78,25 +62,15 @@ def test_pinned_verl_values(state: State, key: tuple[int, int, bool]) -> None:
 
 
 @pytest.mark.rules("R-MEG-8", "R-MEG-9")
-def test_pre_and_post_process_false(state: State) -> None:
+def test_pre_and_post_process_false(state: FakeParallelState) -> None:
     out, params = adapter.preprocess_packed_seqs(X, MASK, pre_process=False)
     assert out is X and params.cu_seqlens_q_padded.tolist() == [0, 5, 8, 12]
     y = torch.zeros(1, 12)
     assert adapter.postprocess_packed_seqs(y, params, MASK, 3, 8, post_process=False) is y
 
 
-def _gather_from(shards: list[torch.Tensor], group: Any) -> Any:
-    def all_gather(out: list[torch.Tensor], tensor: torch.Tensor, group: Any = None) -> None:
-        assert group is expected and len(out) == len(shards) and not tensor.requires_grad
-        for o, s in zip(out, shards, strict=True):
-            o.copy_(s)
-
-    expected = group
-    return mock.patch.object(torch.distributed, "all_gather", all_gather)
-
-
 @pytest.mark.rules("R-MEG-9")
-def test_round_trip_and_gradient(state: State) -> None:
+def test_round_trip_and_gradient(state: FakeParallelState) -> None:
     """Every rank gets the masked tokens back at their places, 0 elsewhere; the local rows
     carry gradient 1 where real, through exactly one all_gather over the CP group."""
     state.tp, state.cp, state.group = 2, 3, object()
@@ -110,7 +84,7 @@ def test_round_trip_and_gradient(state: State) -> None:
     for rank in range(3):
         state.rank = rank
         local = shards[rank].clone().requires_grad_()
-        with _gather_from(shards, state.group):
+        with gather_from(shards, state.group):
             out = adapter.postprocess_packed_seqs(local, params, MASK, 3, 8)
         assert torch.equal(out, want)
         out.sum().backward()
@@ -121,7 +95,7 @@ def test_round_trip_and_gradient(state: State) -> None:
 
 @needs_verl
 @pytest.mark.rules("R-MEG-8", "R-MEG-9")
-def test_sweep_against_the_wheel(state: State) -> None:
+def test_sweep_against_the_wheel(state: FakeParallelState) -> None:
     """Every rank, tp 1-3, cp 1-4, FP8 on and off, left / right / scattered masks, trailing
     dims: rows, PackedSeqParams and postprocess equal verl 0.9.1's; the round trip returns
     the masked tokens."""
@@ -160,7 +134,7 @@ def test_sweep_against_the_wheel(state: State) -> None:
         for rank in range(cp):
             state.rank, state.group = rank, None
             util.mpu = FakeParallelState(tp, cp, rank)
-            with _gather_from(v_rows, None):
+            with gather_from(v_rows, None):
                 v_out = util.postprocess_packed_seqs(v_rows[rank], v_params, mask, b, s)
                 a_out = adapter.postprocess_packed_seqs(a_rows[rank], a_params, mask, b, s)
             assert torch.equal(v_out, a_out) and torch.equal(a_out, want), where
@@ -172,7 +146,7 @@ def test_sweep_against_the_wheel(state: State) -> None:
     (MASK[:, :5], ValueError, r"attention_mask has shape \(3, 5\)"),
     ([[True] * 8] * 3, TypeError, "attention_mask must be a bool torch.Tensor"),
 ])
-def test_bad_masks(state: State, bad: Any, cls: type, text: str) -> None:
+def test_bad_masks(state: FakeParallelState, bad: Any, cls: type, text: str) -> None:
     """An integer mask (verl would index by position: erratum E-10), a mask of another shape,
     a list: typed errors naming attention_mask, before any data is read."""
     with pytest.raises(cls, match=text):

@@ -13,37 +13,15 @@ import pytest
 import torch
 
 pytest.importorskip("megatron.core")
-from megatron.core import parallel_state  # noqa: E402
 
 from impl import megatron as adapter  # noqa: E402
 
+from ._fake_mpu import FakeParallelState, gather_from  # noqa: E402
 from .test_cost import OpCount  # noqa: E402
 
 N = 6
 CASES = [(1, "zigzag", False), (2, "zigzag", True), (4, "zigzag", False), (1, "zigzag", True),
          (1, "contiguous", True)]
-
-
-class State:
-    def __init__(self) -> None:
-        self.tp, self.cp, self.rank = 1, 1, 0
-        self.shards: list[torch.Tensor] = []
-
-
-@pytest.fixture
-def state(monkeypatch: pytest.MonkeyPatch) -> State:
-    st = State()
-    monkeypatch.setattr(parallel_state, "get_tensor_model_parallel_world_size", lambda: st.tp)
-    monkeypatch.setattr(parallel_state, "get_context_parallel_world_size", lambda: st.cp)
-    monkeypatch.setattr(parallel_state, "get_context_parallel_rank", lambda: st.rank)
-    monkeypatch.setattr(parallel_state, "get_context_parallel_group", lambda: None)
-
-    def all_gather(out: list[torch.Tensor], tensor: torch.Tensor, group: Any = None) -> None:
-        for o, s in zip(out, st.shards, strict=True):
-            o.copy_(s)
-
-    monkeypatch.setattr(torch.distributed, "all_gather", all_gather)
-    return st
 
 
 def _nt(lengths: list[int]) -> Any:
@@ -60,7 +38,7 @@ BATCHES = [[5, 9, 1], [64, 3], [7, 0, 12, 30, 2, 8], [1]]
 
 @pytest.mark.rules("R-STATIC-1", "R-STATIC-2")
 @pytest.mark.parametrize("cp,layout,roll", CASES)
-def test_static_params_and_rows_match_verl_call(state: State, cp: int, layout: str,
+def test_static_params_and_rows_match_verl_call(state: FakeParallelState, cp: int, layout: str,
                                                 roll: bool) -> None:
     """Shapes fixed by N across batches of different B; cu_seqlens = the plain call's B + 1
     offsets then N - B copies of the total; max_seqlen = total; every row and position id equal
@@ -91,7 +69,7 @@ def test_static_params_and_rows_match_verl_call(state: State, cp: int, layout: s
 
 @pytest.mark.rules("R-STATIC-1", "R-MEG-3")
 @pytest.mark.parametrize("cp,layout,roll", CASES)
-def test_round_trip_returns_the_b_sequences(state: State, cp: int, layout: str,
+def test_round_trip_returns_the_b_sequences(state: FakeParallelState, cp: int, layout: str,
                                             roll: bool) -> None:
     state.cp = cp
     for lengths in BATCHES:
@@ -102,10 +80,10 @@ def test_round_trip_returns_the_b_sequences(state: State, cp: int, layout: str,
             rows, params, _ = adapter.preprocess_thd_engine(nt, cp_layout=layout,
                                                             max_num_seqs=N)
             shards.append(rows * 3)
-        state.shards = shards
         state.rank = 0
-        out = adapter.postprocess_thd_engine(shards[0], params, nt, len(lengths),
-                                             cp_layout=layout, max_num_seqs=N)
+        with gather_from(shards, None):
+            out = adapter.postprocess_thd_engine(shards[0], params, nt, len(lengths),
+                                                 cp_layout=layout, max_num_seqs=N)
         assert out.size(0) == len(lengths)
         for got, x in zip(out.unbind(), nt.unbind(), strict=True):
             assert torch.equal(got, 3 * x)
@@ -116,7 +94,7 @@ def test_round_trip_returns_the_b_sequences(state: State, cp: int, layout: str,
 
 
 @pytest.mark.rules("R-ERR-13")
-def test_b_above_max_num_seqs_is_rejected_before_the_data(state: State,
+def test_b_above_max_num_seqs_is_rejected_before_the_data(state: FakeParallelState,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     nt = _nt([3, 4, 5])
 
@@ -133,7 +111,7 @@ def test_b_above_max_num_seqs_is_rejected_before_the_data(state: State,
 @pytest.mark.rules("R-ERR-12")
 @pytest.mark.parametrize("kw", [{"max_num_seqs": 0}, {"max_num_seqs": 2 ** 31},
                                 {"max_seqlen": "max"}, {"max_num_seqs": 2.0}])
-def test_bad_static_fields_name_the_field(state: State, kw: dict[str, Any]) -> None:
+def test_bad_static_fields_name_the_field(state: FakeParallelState, kw: dict[str, Any]) -> None:
     name = next(iter(kw))
     with pytest.raises((TypeError, ValueError), match=name):
         adapter.preprocess_thd_engine(_nt([3]), **kw)
@@ -142,7 +120,7 @@ def test_bad_static_fields_name_the_field(state: State, kw: dict[str, Any]) -> N
 @pytest.mark.rules("R-MEG-6", "R-MEG-7", "R-STATIC-1")
 @pytest.mark.parametrize("layout,roll", [("zigzag", False), ("zigzag", True),
                                          ("contiguous", True)])
-def test_op_count_flat_with_max_num_seqs(state: State, layout: str, roll: bool) -> None:
+def test_op_count_flat_with_max_num_seqs(state: FakeParallelState, layout: str, roll: bool) -> None:
     """With max_num_seqs the dispatched ops do not depend on B (8 vs 500 of N = 512)."""
     state.cp = 2 if layout == "zigzag" else 1
     counts = []
