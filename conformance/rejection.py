@@ -1,7 +1,9 @@
 """How a rejection is judged (spec section 11), shared by the test_reject_* modules: the
 target raises the reference's error class, before touching data, and leaves its inputs
 unchanged; where the reference accepts (valid look-alikes: NumPy integers, np.float64 pad
-values), the target must accept too and give the reference's rows.
+values), the target must accept too and give the reference's rows. One error's class and
+message are judged by `errors.py` (through `h`); this module is the test_reject_* scaffolding
+on top, and reads the loaded target at import, so the harness must not import it.
 """
 
 from __future__ import annotations

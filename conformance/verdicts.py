@@ -1,7 +1,8 @@
 """How a check ends when it does not pass: a rule verdict, or a fault of the target.
 
 Every check of the suite (the contract tier in `contract.py`, the differential tier in
-`harness.py`) raises one of these two, and the report (`conftest.py`) reads them:
+`running.py` and `compare.py`, through `harness.py`) raises one of these two, and the report
+(`conftest.py`) reads them:
 
 - `RuleViolation`: the target's output disproves the named rules. The report charges the failure
   to exactly those rules.

@@ -1,0 +1,149 @@
+"""The target under test, the one piece of mutable state of the suite (set once by conftest.py),
+and what it declares: capabilities, declined features, `max_rows`, its fixed convention, its
+example budget. Every other harness module reads the target through `target()`, never a copy,
+so the selection reaches them all.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import assume, settings
+
+from .strategies import PackCase, declined, unknown_fields
+from .targets.protocol import (
+    BASE_FEATURES,
+    CAPABILITIES,
+    CONVENTION_DEFAULTS,
+    CONVENTION_VALUES,
+    declared_capabilities,
+)
+
+_STATE: dict[str, Any] = {"target": None, "spec": None}
+
+
+def set_target(obj: Any, spec: str) -> None:
+    _STATE["target"], _STATE["spec"] = obj, spec
+
+
+def target() -> Any:
+    """The target under test (loaded by conftest.py from --target / THD_TARGET)."""
+    if _STATE["target"] is None:
+        raise RuntimeError("no target loaded: run the suite through pytest (conformance/)")
+    return _STATE["target"]
+
+
+def target_spec() -> str:
+    return str(_STATE["spec"])
+
+
+def caps() -> frozenset[str]:
+    """The declared capabilities, the base features the target does not decline, and its fixed
+    convention (protocol.declared_capabilities)."""
+    return declared_capabilities(target())
+
+
+# A skip for a feature the target does not declare starts with this; the report lists such
+# tests as "declined" (per capability), apart from other skips.
+DECLINED = "declined capability"
+
+
+def skip_reason(cap: str) -> str:
+    reasons = getattr(target(), "skip_reasons", {}) or {}
+    why = reasons.get(cap) or CAPABILITIES.get(cap) or BASE_FEATURES.get(cap, cap)
+    return f"{DECLINED} {cap!r}: target {target().name!r}: {why}"
+
+
+def require(*needed: str) -> None:
+    """Skip the calling test as declined, with the target's reason, unless it has every
+    capability. Inside a hypothesis test with @example use `needs` instead: a skip raised in an
+    explicit example makes hypothesis print "Failing explicit example" lines."""
+    for cap in needed:
+        if cap not in caps():
+            pytest.skip(skip_reason(cap))
+
+
+def needs(*needed: str) -> pytest.MarkDecorator:
+    """Marker: the test runs only if the target declares every capability (checked by
+    conftest.py at setup, before hypothesis runs, so a declined test prints nothing)."""
+    unknown = set(needed) - set(CAPABILITIES) - set(BASE_FEATURES)
+    if unknown:
+        raise ValueError(f"needs(): unknown capabilities {sorted(unknown)}")
+    return pytest.mark.needs(*needed)
+
+
+def max_rows() -> int | None:
+    """The target's `max_rows` (None: no limit)."""
+    value = getattr(target(), "max_rows", None)
+    return None if value is None else int(value)
+
+
+def within_rows(rows: int) -> bool:
+    limit = max_rows()
+    return limit is None or rows <= limit
+
+
+def require_rows(rows: int, what: str) -> None:
+    """Skip as declined when a test would make the target build more rows than `max_rows`."""
+    if not within_rows(rows):
+        pytest.skip(f"{DECLINED} 'max_rows': {what} needs up to {rows} rows, target "
+                    f"{target().name!r} declares max_rows={max_rows()}")
+
+
+def declined_by(config: dict[str, Any] | None = None, lengths: Any = None,
+                trail: tuple[int, ...] = (), need_roll: bool = False,
+                pad_value: Any = 0) -> list[str]:
+    """The capabilities a case needs that the target does not declare."""
+    out = declined(caps(), config, lengths, trail)
+    if need_roll and "need_roll" not in caps():
+        out.append("need_roll")
+    if not (type(pad_value) is int and pad_value == 0) and "pad_value" not in caps():
+        out.append("pad_value")
+    return out
+
+
+def with_convention(config: dict[str, Any]) -> dict[str, Any]:
+    """The config with the target's fixed convention filled in where it leaves a field out (a
+    hand-written config of a test about something else, such as the caller's arrays or a
+    rejection, then runs under the target's convention, for the target and the reference)."""
+    out = dict(config)
+    have = caps()
+    for key, values in CONVENTION_VALUES.items():
+        if key in out or values[CONVENTION_DEFAULTS[key]] in (None, *have):
+            continue
+        others = [v for v, cap in values.items() if cap is not None and cap in have]
+        if len(others) == 1:
+            out[key] = others[0]
+    return out
+
+
+def require_config(config: dict[str, Any], *, lengths: Any = None, trail: tuple[int, ...] = (),
+                   need_roll: bool = False, pad_value: Any = 0) -> None:
+    """Skip the calling test as declined where the target does not support a config written
+    once for every target, whose absent fields are the spec's defaults (a worked example, a
+    golden vector): a feature or convention value it does not declare (a target with a fixed
+    convention declines the default it does not pack with), or an invalid value of a convention
+    field it does not implement at all (it cannot be asked to reject what it does not know).
+    Outside hypothesis; inside a @given test with @example use `assume_declared`."""
+    require(*declined_by(config=config, lengths=lengths, trail=trail, need_roll=need_roll,
+                         pad_value=pad_value), *unknown_fields(caps(), config))
+
+
+def assume_declared(case: PackCase | None = None, **kwargs: Any) -> None:
+    """Drop a case that uses a declined feature: the strategies never draw one, but a pinned
+    @example is written once for every target (hypothesis.assume is silent in explicit
+    examples)."""
+    if case is not None:
+        kwargs = {"config": case.config, "lengths": case.batch.lengths,
+                  "trail": case.batch.trail, "need_roll": case.need_roll,
+                  "pad_value": case.pad_value, **kwargs}
+    assume(not declined_by(**kwargs))
+
+
+def prop_settings(weight: float = 1.0, **kwargs: Any) -> settings:
+    """The loaded profile's example count scaled by `weight` and by the target's `cost`
+    (a slow target such as verl's Python loops declares cost > 1 to keep runs reasonable)."""
+    base = settings().max_examples
+    cost = float(getattr(_STATE["target"], "cost", 1.0) or 1.0)
+    return settings(max_examples=max(3, round(base * weight / cost)), **kwargs)
