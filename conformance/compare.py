@@ -1,10 +1,11 @@
 """Comparisons of the target's results with the reference, with a readable first mismatch,
 each charged to the most specific rule: rows, position ids, metadata and the stage of the
-padded plan that explains a wrong one.
+padded plan that explains a wrong one; and the target's unpack against the input batch.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -12,8 +13,9 @@ import numpy as np
 import reference
 
 from . import requirements as req
-from .running import META_ARRAYS, META_INTS, RankResult, ref_config
+from .running import META_ARRAYS, META_INTS, RankResult, call_target, ref_config
 from .strategies import PackCase
+from .under_test import target
 from .verdicts import RuleViolation
 
 
@@ -261,3 +263,18 @@ def plan_stage(meta: dict[str, Any], plan: Any, config: dict[str, Any]
                 f"{padded.tolist()}"), {"R-META-3"}
     return None
 
+
+def check_unpack_returns_batch(what: str, shards: Sequence[Any], meta: Mapping[str, Any],
+                               config: dict[str, Any], seqs: Sequence[np.ndarray], *,
+                               rules: set[str], count_rules: set[str]) -> None:
+    """R-UNPACK-1: the target's unpack of every rank's shards returns the B input sequences,
+    bit for bit. A rejection is charged to `rules`, the wrong number of arrays to `count_rules`
+    (the caller knows what a wrong B disproves: a plan without `num_seqs`, R-META-7, or static
+    entries read as sequences, R-STATIC-1)."""
+    out = call_target(what, target().unpack, shards, meta, dict(config), rules=rules)
+    if not isinstance(out, list | tuple) or len(out) != len(seqs):
+        got = len(out) if isinstance(out, list | tuple) else type(out).__name__
+        raise RuleViolation(f"{what}: {got} arrays back, B = {len(seqs)}", count_rules)
+    for i, (o, s) in enumerate(zip(out, seqs, strict=True)):
+        if not same_bits(np.asarray(o), s):
+            raise RuleViolation(f"{what}: sequence {i} differs from the input", {"R-UNPACK-1"})

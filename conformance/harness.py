@@ -9,7 +9,8 @@ The pieces, one concept a module:
   and what it declares: capabilities, declined features and how a test skips them.
 - `running.py`: the reference's and the target's pack on every rank, calling the target as on
   valid input and reading its outputs.
-- `compare.py`: results against the reference (rows, positions, meta, plan stages).
+- `compare.py`: results against the reference (rows, positions, meta, plan stages), and unpack
+  against the input batch.
 - `errors.py`: a raised error against the reference's (class, the message naming the field).
 - `gradients.py`: the local rows' gradient through the Megatron adapter.
 - `verdicts.py`: how a failed check ends (RuleViolation, TargetError).
@@ -24,6 +25,7 @@ from .compare import (
     check_meta,
     check_positions,
     check_rows,
+    check_unpack_returns_batch,
     describe_row,
     meta_mismatches,
     meta_rules,
@@ -84,7 +86,7 @@ __all__ = [
     "META_ARRAYS", "META_INTS", "REJECTIONS", "RankResult", "call_target", "readable_output",
     "ref_config", "run_reference", "run_target", "valid_input_rules",
     # compare
-    "META_RULES", "check_meta", "check_positions", "check_rows",
+    "META_RULES", "check_meta", "check_positions", "check_rows", "check_unpack_returns_batch",
     "describe_row", "meta_mismatches", "meta_rules", "num_seqs", "plan_stage", "same_bits",
     "same_value", "segment_count_problems",
     # errors (`_names` too: nine test modules and rejection.py call `h._names`)
