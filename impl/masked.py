@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# Implements THD packing spec 1.1.1
+# Implements THD packing spec 1.1.2
 """The padded-batch-plus-mask input form: `pack_thd(x, config, rank, mask=attention_mask)`.
 
 Most RL trainers hold a micro-batch as one padded tensor `x [B, S, *trail]` with a bool
@@ -62,6 +62,8 @@ def mask_runs(mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
     The first and last True entries are found over 8-byte words (the mask's bytes viewed as
     int64, little-endian hosts, S a multiple of 8), so the scans read B * S / 8 words.
     """
+    if mask.device.type == "meta":  # R-DEV-3: the one copy below has nothing to read
+        raise ValueError("mask is on device meta, which holds no values")
     b, s = mask.shape
     if s == 0:  # no columns: every sequence is empty (and argmax has nothing to reduce)
         empty = torch.zeros(b, dtype=torch.int64)

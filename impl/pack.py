@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# Implements THD packing spec 1.1.1
+# Implements THD packing spec 1.1.2
 """`pack_thd`: one gather per packed tensor through the rank's row map (spec §1, §5-§8, §11).
 
 Inputs (R-IN-1): a list/tuple of tensors `[L_i, *trail]`, a jagged nested tensor (gathered
@@ -140,11 +140,11 @@ def check_batch(seqs: Any, lengths: Any = None, mask: Any = None) -> Batch:
         if getattr(seqs, "_ragged_idx", 1) != 1:
             raise ValueError("the jagged dimension of a nested batch must be dim 1")
         values, offsets, seq_lengths = jagged_parts(seqs, grad)
-        offsets = offsets.to(device="cpu", dtype=torch.int64)
+        offsets = host_lengths(offsets, "offsets")  # the one host copy (R-ERR-9 for meta)
         if seq_lengths is None:
             host = torch.diff(offsets)
         else:
-            host = seq_lengths.to(device="cpu", dtype=torch.int64)
+            host = host_lengths(seq_lengths, "lengths")
         check_lengths(host)
         return Batch(
             values, host, offsets[:-1], None, tuple(values.shape[1:]), values.dtype, values.device

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# Implements THD packing spec 1.1.1
+# Implements THD packing spec 1.1.2
 """The plan: padded lengths, boundaries and totals, computed on the host (spec §2-§4).
 
 Lengths are brought to the host once (a list, a CPU tensor, or one device-to-host copy when they
@@ -79,6 +79,8 @@ def host_lengths(seqlens: Any, name: str = "seqlens") -> torch.Tensor:
         raise TypeError(f"{name} must hold integers, got dtype {t.dtype}")
     if t.dim() != 1:
         raise ValueError(f"{name} must be 1-D, got shape {tuple(t.shape)}")
+    if t.device.type == "meta":  # R-ERR-9 (1.1.2): lengths must be readable
+        raise ValueError(f"{name} is on device meta, which holds no values; pass host lengths")
     return t.to(device="cpu", dtype=torch.int64)
 
 

@@ -227,10 +227,10 @@ def test_no_device_sync_with_host_lengths(form: str, config: impl.PackConfig) ->
 def test_device_lengths_cost_one_copy() -> None:
     """Documented behaviour: lengths on the device are copied to the host (the one sync).
 
-    On `meta` that copy cannot happen, so the call fails at exactly that point.
+    On `meta` that copy cannot happen: R-DEV-3's ValueError, naming the field, before it.
     """
     values = torch.empty(10, device="meta")
-    with pytest.raises((NotImplementedError, RuntimeError)):
+    with pytest.raises(ValueError, match="lengths is on device meta"):
         impl.pack_thd(values, impl.PackConfig(), 0, lengths=torch.tensor([4, 6], device="meta"))
 
 
