@@ -9,7 +9,8 @@ import torch
 
 import impl
 
-from .protocol import Config, Meta, plain_meta
+from . import _impl_native
+from .protocol import ArraySpec, Config, Meta, plain_meta
 
 
 def to_torch(seqs: Any) -> Any:
@@ -22,6 +23,10 @@ def to_torch(seqs: Any) -> Any:
 
 def to_form(form: str, seqs: list[np.ndarray]) -> tuple[Any, dict[str, Any]]:
     """The batch as impl's input form `form` (see ImplTarget.batch_forms) plus extra kwargs."""
+    if form in _impl_native.SUBCLASS_FORMS:
+        return _impl_native.subclass_form(form, seqs), {}
+    if form in _impl_native.REJECTED_FORMS:
+        return _impl_native.rejected_form(form, seqs), {}
     parts = [torch.from_numpy(s) for s in seqs]
     if form == "list":
         return parts, {}
@@ -100,14 +105,20 @@ class ImplTarget:
          "simulated_megatron", "bucket", "fp8", "min_local_rows", "zero_length",
          "trailing_dims", "large_totals", "config_checks",
          "float8", "kwargs_params", "packed_seqs", "tail_segment", "seq_align_cp",
-         "fp8_recipes", "static_metadata", "mask_form"}
+         "fp8_recipes", "static_metadata", "mask_form", "valueless_device", "native_dtypes",
+         "rejected_forms"}
     )
     # impl.pack_thd also takes a jagged nested tensor (with or without gaps between the
     # sequences in its values buffer) and a flat values tensor with lengths= (R-IN-1).
     # And a padded [B, S, *trail] tensor with a bool mask= (impl/masked.py): one run per row
     # (left padding) or scattered.
+    # And lists of tensor subclasses (`nn.Parameter`, a plain subclass: _impl_native.py).
     batch_forms = ("list", "tuple", "nested", "nested-gaps", "flat-list", "flat-tensor",
-                   "padded-left", "padded-scattered")
+                   "padded-left", "padded-scattered", *_impl_native.SUBCLASS_FORMS)
+    rejected_forms = _impl_native.REJECTED_FORMS
+    devices = (_impl_native.HOST, _impl_native.VALUELESS)
+    valueless_forms = _impl_native.VALUELESS_FORMS
+    other_dtypes = _impl_native.OTHER_DTYPES
 
     def pack(
         self, seqs: Any, config: Config, cp_rank: Any, *, need_roll: Any = False,
@@ -127,11 +138,30 @@ class ImplTarget:
         self, form: str, seqs: list[np.ndarray], config: Config, cp_rank: int, *,
         need_roll: bool = False, pad_value: Any = 0,
     ) -> tuple[np.ndarray, np.ndarray, Meta]:
-        """Capability `batch_forms`: the same batch handed to impl in another container."""
+        """Capability `batch_forms`: the same batch handed to impl in another container (and
+        `rejected_forms`: one impl must refuse)."""
         batch, kwargs = to_form(form, seqs)
         rows, pos, plan = impl.pack_thd(batch, impl.PackConfig(**config), cp_rank,
                                         need_roll=need_roll, pad_value=pad_value, **kwargs)
-        return rows.numpy(), pos.numpy(), plain_meta(plan)
+        return rows.detach().numpy(), pos.numpy(), plain_meta(plan)
+
+    def pack_valueless(
+        self, form: str, seqs: list[np.ndarray], config: Config, cp_rank: int, *,
+        need_roll: bool = False, pad_value: Any = 0, on: list[bool] | None = None,
+    ) -> tuple[ArraySpec, ArraySpec, Meta]:
+        """Capability `valueless_device`: the batch on `meta`."""
+        return _impl_native.pack_valueless(form, seqs, config, cp_rank, need_roll=need_roll,
+                                           pad_value=pad_value, on=on)
+
+    def unpack_valueless(self, shards: list[np.ndarray], meta: Meta, config: Config, *,
+                         on: list[bool] | None = None) -> list[ArraySpec]:
+        """Capability `valueless_device`: the shards on `meta`."""
+        return _impl_native.unpack_valueless(shards, plan_from_meta(meta), config, on=on)
+
+    def pack_viewed(self, bits: list[np.ndarray], dtype: str, config: Config,
+                    cp_rank: int) -> Any:
+        """Capability `native_dtypes`: the bits viewed as torch's dtype `dtype`."""
+        return _impl_native.pack_viewed(bits, dtype, config, cp_rank)
 
     def pack_masked(
         self, values: Any, mask: Any, config: Config, cp_rank: int, *,

@@ -2,12 +2,15 @@
 
 The suite speaks NumPy at the boundary so that one set of strategies and one oracle
 (`reference/`) serve every target. An adapter converts NumPy batches into its implementation's
-own types, calls it, and converts the results back. See conformance/README.md for a worked
-example.
+own types, calls it, and converts the results back. This module holds the vocabulary (the
+capabilities, base features and conventions a target declares) and the `Target` boundary;
+targets/methods.py holds the optional methods, one protocol per capability group. See
+conformance/README.md for a worked example.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -95,6 +98,18 @@ CAPABILITIES: dict[str, str] = {
     "float8": "pack_float8(bits, dtype, config, cp_rank, *, pad_value) packs uint8 arrays viewed "
     "as the implementation's float8 dtype `dtype` ('float8_e4m3fn', 'float8_e5m2'; NumPy has "
     "none) and returns the rows viewed back as uint8 (R-IN-1: any dtype)",
+    "valueless_device": "pack_valueless(form, seqs, config, cp_rank, ...) and "
+    "unpack_valueless(shards, meta, config) run on the target's device that holds no values "
+    "(torch: `meta`; names in the `devices` attribute, host first): shapes, dtypes and devices "
+    "come back as ArraySpec, and forms whose lengths live there are rejected (R-DEV-1..3)",
+    "native_dtypes": "pack_viewed(bits, dtype, config, cp_rank) packs unsigned-int arrays "
+    "viewed as each of the target's dtypes in its `other_dtypes` attribute, which are none of "
+    "bool, integer, floating or complex (torch: bits8, quint8, float4_e2m1fn_x2): TypeError "
+    "naming the dtype (R-ERR-1)",
+    "rejected_forms": "pack_as(form, seqs, ...) builds each input form of the target's "
+    "`rejected_forms` attribute (form -> (rule, word)), containers the target must refuse, such "
+    "as a strided nested tensor: the rule's error class, its message naming `word` (R-ERR-1, "
+    "R-ERR-9)",
     # Conventions (spec 1.1): the values of the convention fields beyond the spec's defaults.
     "tail_segment": "config tail='segment': the total padding T - S as its own padding-only "
     "segment at index B, position ids from 0 (R-TAIL-1, R-TAIL-2)",
@@ -148,6 +163,17 @@ CONVENTION_CAPABILITIES = frozenset({"tail_segment", "seq_align_cp", "fp8_recipe
                                      "static_metadata"})
 
 
+@dataclass(frozen=True)
+class ArraySpec:
+    """An array the suite cannot read: one on a device that holds no values (capability
+    `valueless_device`). `dtype` in NumPy's spelling where NumPy has it (`float32`), else the
+    target's own name; `device` one of the target's `devices`."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    device: str
+
+
 @runtime_checkable
 class Target(Protocol):
     """What the suite needs from an implementation under test.
@@ -168,6 +194,8 @@ class Target(Protocol):
       so that rejection tests reach your validation.
     - Return rows and position ids as NumPy arrays of the dtype your implementation produced.
     - Let your implementation's exceptions propagate unchanged.
+
+    The methods of the optional capabilities are documented in targets/methods.py.
     """
 
     name: str
@@ -184,204 +212,6 @@ class Target(Protocol):
         pad_value: Any = 0,
     ) -> tuple[np.ndarray, np.ndarray, Meta]:
         """Rows, position ids and plan of rank `cp_rank` (spec sections 4 to 8)."""
-        ...
-
-
-class OptionalMethods(Protocol):
-    """Methods a target provides when it declares the matching capability."""
-
-    batch_forms: tuple[str, ...]
-
-    def pack_as(
-        self, form: str, seqs: list[np.ndarray], config: Config, cp_rank: int, *,
-        need_roll: bool = False, pad_value: Any = 0,
-    ) -> tuple[np.ndarray, np.ndarray, Meta]:
-        """Capability `batch_forms`: like `pack`, with `seqs` first converted to the input form
-        `form` (one of `batch_forms`, names of the target's choosing: a nested tensor, a flat
-        buffer with lengths, ...). Each form must give the reference's result."""
-        ...
-
-    def row_map(
-        self, meta: Meta, config: Config, cp_rank: int
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Capability `row_map`: rank `cp_rank`'s row map for the plan `meta` as three arrays of
-        `local_rows` entries: source sequence, offset in the padded sequence, and whether the
-        row is a real token (the fields of `reference.RowSource`)."""
-        ...
-
-    def plan(self, seqlens: Any, config: Config) -> Meta:
-        """Capability `plan`: the metadata for a list of lengths (spec section 4)."""
-        ...
-
-    def unpack(self, shards: list[np.ndarray], meta: Meta, config: Config) -> list[np.ndarray]:
-        """Capability `unpack`: every rank's rows in rank order -> the B sequences (R-UNPACK-1).
-
-        Build your implementation's plan from `meta` (the suite may pass a tampered one, R-ERR-11).
-        Convert the elements that are `np.ndarray`s; pass any other element (and a `shards` that
-        is not a list) through unchanged, so that rejection tests reach your validation.
-        """
-        ...
-
-    def resolve_engine_config(self, **flags: Any) -> Config:
-        """Capability `engine`: engine flags -> config keyword arguments (spec section 10)."""
-        ...
-
-    def megatron_preprocess(
-        self, seqs: list[np.ndarray], config: Config, cp_rank: int, *, need_roll: bool = False
-    ) -> tuple[np.ndarray, dict[str, Any], np.ndarray]:
-        """Capability `megatron`: `rows[None]`, the PackedSeqParams fields as a dict, and
-        `position_ids[None]` (R-MEG-1)."""
-        ...
-
-    def megatron_preprocess_newer(
-        self, seqs: list[np.ndarray], config: Config, cp_rank: int, *, dynamic: bool = False
-    ) -> tuple[np.ndarray, dict[str, Any], np.ndarray]:
-        """Capability `simulated_megatron`: `megatron_preprocess` with a PackedSeqParams that has
-        `cp_partition_mode`, and with `dynamic` the CP size given as `local_cp_size` (the
-        parallel state then says cp_size 1); the dict adds `dynamic_group_ok`: the params carry
-        `local_cp_size` and the group `get_dynamic_data_context_parallel_groups` returned."""
-        ...
-
-    def gathered_unpack_dynamic(
-        self, shards: list[np.ndarray], meta: Meta, config: Config, cp_rank: int
-    ) -> tuple[list[np.ndarray], np.ndarray | None]:
-        """Capability `simulated_megatron`: `gathered_unpack` with `local_cp_size` = len(shards)
-        and the group in `PackedSeqParams.cp_group`; the parallel state says cp_size 1."""
-        ...
-
-    def gathered_unpack(
-        self, shards: list[np.ndarray], meta: Meta, config: Config, cp_rank: int
-    ) -> tuple[list[np.ndarray], np.ndarray | None]:
-        """Capability `local_gather`: like `distributed_unpack` for rank `cp_rank`, but the
-        all_gather is answered in process with `shards` (every rank's rows, rank order). Returns
-        the B sequences and the gradient of their sum on the local rows (None if not float)."""
-        ...
-
-    def distributed_unpack(
-        self, rows: np.ndarray, meta: Meta, config: Config, cp_rank: int, group: Any
-    ) -> tuple[list[np.ndarray], np.ndarray | None]:
-        """Capability `distributed`: gather `rows` over the live `torch.distributed` group and
-        unpack. Returns the B sequences and, where the result is differentiable, the gradient of
-        the sum of all outputs with respect to the local rows (R-MEG-3), else None."""
-        ...
-
-
-class FlatBatchMethods(Protocol):
-    """Capability `flat_batch_checks`."""
-
-    def pack_flat(
-        self, values: np.ndarray, lengths: Any, config: Config, cp_rank: int
-    ) -> tuple[np.ndarray, np.ndarray, Meta]:
-        """Pack the flat values `[sum L, *trail]` split by `lengths` (rank `cp_rank`).
-
-        Convert `values` without copying (the suite checks that a rejection leaves it
-        unchanged). A `lengths` that is a `np.ndarray` becomes your 1-D array type (any shape and
-        dtype, as given, without copying); any other object (a list, a string, None) is passed
-        through unchanged. The suite feeds lengths that do not sum to the rows, negative or
-        non-integer lengths, 2-D lengths: your validation must see them.
-        """
-        ...
-
-
-class MaskFormMethods(Protocol):
-    """Capability `mask_form` (R-IN-7)."""
-
-    def pack_masked(
-        self, values: Any, mask: Any, config: Config, cp_rank: int, *,
-        need_roll: bool = False, pad_value: Any = 0,
-    ) -> tuple[np.ndarray, np.ndarray, Meta]:
-        """Pack the padded batch `values [B, S, *trail]` whose sequence i is
-        `values[i][mask[i]]`. Convert a `values` or `mask` that is a `np.ndarray` to your array
-        type without copying and keeping its strides (the suite passes column-major and strided
-        masks, any dtype and shape); pass anything else through unchanged."""
-        ...
-
-
-class MegatronCheckMethods(Protocol):
-    """Capability `megatron_checks`: the adapter's own validation (spec section 12)."""
-
-    def megatron_preprocess_as_is(self, input_ids: Any, config: Config, cp_rank: int,
-                                  **adapter: Any) -> Any:
-        """preprocess_thd_engine with `input_ids` exactly as given (a list, an ndarray, None):
-        the suite expects TypeError for anything that is not the adapter's batch type. Keyword
-        arguments in `adapter` (verl's names: `cp_layout`, `local_cp_size`) go to the adapter
-        unchanged."""
-        ...
-
-    def megatron_preprocess_with_params(
-        self, seqs: list[np.ndarray], config: Config, cp_rank: int, params_cls: Any
-    ) -> tuple[np.ndarray, dict[str, Any], np.ndarray]:
-        """`megatron_preprocess` with `params_cls` (a class the suite builds, e.g. an older
-        release's PackedSeqParams without some fields) standing in for megatron-core's
-        `PackedSeqParams` for the call (R-MEG-4)."""
-        ...
-
-    def megatron_postprocess(
-        self, output: np.ndarray, meta: Meta, config: Config, *,
-        params: dict[str, np.ndarray] | None = None, **adapter: Any,
-    ) -> list[np.ndarray]:
-        """postprocess_thd_engine on one process (`cp_size` 1, no collective): `output` as given
-        (any shape, converted without copying), the PackedSeqParams built from `meta` as
-        `megatron_preprocess` builds it, then each field in `params` (such as `cu_seqlens_q`)
-        replaced by the given int32 array; keyword arguments in `adapter` go to the adapter.
-        Returns the B sequences."""
-        ...
-
-
-class PackedSeqsCheckMethods(Protocol):
-    """Capabilities `packed_seqs` and `megatron_checks`: the mask entry points' validation."""
-
-    def packed_postprocess(self, output: np.ndarray, cu_padded: np.ndarray, mask: Any,
-                           config: Config, *, params: dict[str, Any] | None = None,
-                           **adapter: Any) -> np.ndarray:
-        """postprocess_packed_seqs on one process (`cp_size` 1, no collective): `output` and
-        `mask` as given (an ndarray converted without copying), the PackedSeqParams built from
-        `cu_padded` as for `packed_gathered`, then each field in `params` replaced by the given
-        array with its own dtype and shape (None sets the field to None); `adapter` may set
-        `batch_size` and `seq_len` (default: the mask's shape). Returns `[B, S, *trail]`."""
-        ...
-
-
-class ApiTypeMethods(Protocol):
-    """Capability `api_type_checks`: arguments that are not the implementation's own types."""
-
-    def plan_as_is(self, seqlens: Any, config: Any) -> Any:
-        """plan with `config` handed over unchanged (the suite passes a dict, None, ...)."""
-        ...
-
-    def pack_as_is(self, seqs: list[np.ndarray], config: Any, cp_rank: int) -> Any:
-        """pack with `config` handed over unchanged (the suite passes a dict, None, ...)."""
-        ...
-
-    def unpack_as_is(
-        self, shards: list[np.ndarray], meta: Meta, config: Config, *, plan: Any = None,
-        config_obj: Any = None,
-    ) -> Any:
-        """unpack as `unpack` does, except that a non-None `plan` or `config_obj` is handed to
-        the implementation unchanged in place of the plan built from `meta` or the config built
-        from `config`."""
-        ...
-
-
-class Float8Methods(Protocol):
-    """Capability `float8`."""
-
-    def pack_float8(
-        self, bits: list[np.ndarray], dtype: str, config: Config, cp_rank: int, *,
-        pad_value: Any = 0,
-    ) -> tuple[np.ndarray, np.ndarray, Meta]:
-        """`pack` of the uint8 arrays `bits`, each viewed (not converted) as your float8 dtype
-        named `dtype`, with `pad_value` as given; the rows come back viewed as uint8."""
-        ...
-
-
-class NativeScalarMethods(Protocol):
-    """Capability `native_scalars`."""
-
-    def native_scalar(self, value: bool | int | float) -> Any:
-        """Your array type's 0-d array holding `value` (torch: `torch.tensor(value)`). The suite
-        puts it in a config field or cp_rank of `pack` and expects the result for the Python
-        value itself: accepted for an int, TypeError for a bool or float (spec section 0)."""
         ...
 
 

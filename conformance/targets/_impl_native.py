@@ -1,0 +1,120 @@
+"""impl's own inputs that NumPy cannot express, for the impl target: tensor subclasses (batch
+forms), nested layouts impl refuses (`rejected_forms`), the `meta` device (`valueless_device`)
+and torch-only dtypes (`native_dtypes`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+import impl
+
+from .protocol import ArraySpec, Config, Meta, plain_meta
+
+
+class PlainSubclass(torch.Tensor):
+    """A tensor subclass that changes nothing: still an array (R-IN-1)."""
+
+
+SUBCLASS_FORMS = ("parameters", "subclass")
+
+
+def subclass_form(form: str, seqs: list[np.ndarray]) -> list[torch.Tensor]:
+    """Form "parameters" (`nn.Parameter`, requiring grad where the dtype can) or "subclass"."""
+    parts = [torch.from_numpy(s) for s in seqs]
+    if form == "parameters":
+        return [torch.nn.Parameter(p, requires_grad=p.is_floating_point()) for p in parts]
+    return [p.as_subclass(PlainSubclass) for p in parts]
+
+
+# Containers impl must refuse: form -> (the rule, a word its message must contain).
+REJECTED_FORMS: dict[str, tuple[str, str]] = {
+    "nested-strided": ("R-ERR-1", "layout"),  # torch.strided nested tensors: not a batch form
+    "nested-ragged-last": ("R-ERR-9", "jagged"),  # [B, *trail, j]: the length is not dim 1
+}
+
+
+def rejected_form(form: str, seqs: list[np.ndarray]) -> Any:
+    """The batch as a container of REJECTED_FORMS."""
+    parts = [torch.from_numpy(s) for s in seqs]
+    if form == "nested-strided":
+        return torch.nested.nested_tensor(parts)
+    values = torch.cat(parts).reshape(sum(p.shape[0] for p in parts), -1)
+    offsets = torch.tensor([0, *np.cumsum([p.shape[0] for p in parts]).tolist()])
+    return torch.nested.nested_tensor_from_jagged(values, offsets).transpose(1, 2)
+
+
+HOST, VALUELESS = "cpu", "meta"
+# Forms impl takes on `meta`: True where the lengths stay on the host (packed by shape).
+VALUELESS_FORMS: dict[str, bool] = {
+    "list": True, "tuple": True, "parameters": True, "flat-list": True, "flat-tensor": True,
+    "flat-device-lengths": False, "nested": False, "padded-left": False,
+}
+
+
+def spec_of(t: torch.Tensor) -> ArraySpec:
+    return ArraySpec(tuple(t.shape), str(t.dtype).removeprefix("torch."), t.device.type)
+
+
+def valueless_batch(form: str, seqs: list[np.ndarray], on: list[bool] | None
+                    ) -> tuple[Any, dict[str, Any]]:
+    """The batch in `form` with its arrays (`on`: those flagged) moved to `meta`."""
+    flags = [True] * len(seqs) if on is None else on
+    parts = [torch.from_numpy(s) for s in seqs]
+    moved = [p.to(VALUELESS) if f else p for p, f in zip(parts, flags, strict=True)]
+    lengths = [p.shape[0] for p in parts]
+    if form == "list":
+        return moved, {}
+    if form == "tuple":
+        return tuple(moved), {}
+    if form == "parameters":
+        return [torch.nn.Parameter(p, requires_grad=False) for p in moved], {}
+    values = torch.cat(parts).to(VALUELESS)
+    if form == "flat-list":
+        return values, {"lengths": lengths}
+    if form == "flat-tensor":
+        return values, {"lengths": torch.tensor(lengths)}
+    if form == "flat-device-lengths":
+        return values, {"lengths": torch.tensor(lengths, device=VALUELESS)}
+    if form == "nested":
+        offsets = torch.tensor([0, *np.cumsum(lengths).tolist()], device=VALUELESS)
+        return torch.nested.nested_tensor_from_jagged(values, offsets), {}
+    if form == "padded-left":
+        s = max(lengths)
+        x = torch.zeros((len(seqs), s, *values.shape[1:]), dtype=values.dtype, device=VALUELESS)
+        mask = torch.zeros((len(seqs), s), dtype=torch.bool, device=VALUELESS)
+        return x, {"mask": mask}
+    raise ValueError(f"unknown valueless form {form!r}")
+
+
+def pack_valueless(form: str, seqs: list[np.ndarray], config: Config, cp_rank: int, *,
+                   need_roll: bool = False, pad_value: Any = 0, on: list[bool] | None = None
+                   ) -> tuple[ArraySpec, ArraySpec, Meta]:
+    batch, kwargs = valueless_batch(form, seqs, on)
+    rows, pos, plan = impl.pack_thd(batch, impl.PackConfig(**config), cp_rank,
+                                    need_roll=need_roll, pad_value=pad_value, **kwargs)
+    return spec_of(rows), spec_of(pos), plain_meta(plan)
+
+
+def unpack_valueless(shards: list[np.ndarray], plan: Any, config: Config, *,
+                     on: list[bool] | None = None) -> list[ArraySpec]:
+    flags = [True] * len(shards) if on is None else on
+    tensors = [torch.from_numpy(np.ascontiguousarray(s)) for s in shards]
+    tensors = [t.to(VALUELESS) if f else t for t, f in zip(tensors, flags, strict=True)]
+    return [spec_of(t) for t in impl.unpack_thd(tensors, plan, impl.PackConfig(**config))]
+
+
+# torch dtypes that are none of bool, integer, floating or complex (R-ERR-1): raw bits,
+# quantized integers, and a floating type packed two to a byte.
+OTHER_DTYPES: dict[str, int] = {  # name -> bytes per element
+    name: getattr(torch, name).itemsize
+    for name in ("bits8", "bits16", "bits1x8", "bits2x4", "bits4x2", "quint8", "qint8",
+                 "qint32", "quint4x2", "quint2x4", "float4_e2m1fn_x2")
+    if hasattr(torch, name)}
+
+
+def pack_viewed(bits: list[np.ndarray], dtype: str, config: Config, cp_rank: int) -> Any:
+    parts = [torch.from_numpy(b).view(getattr(torch, dtype)) for b in bits]
+    return impl.pack_thd(parts, impl.PackConfig(**config), cp_rank)
