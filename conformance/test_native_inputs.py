@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import reference
 
 from . import harness as h
-from .strategies import Batch, PackCase, pack_cases
+from .strategies import Batch, PackCase, configs, pack_cases
 
 CAPS = h.caps()
 TARGET = h.target()
@@ -98,6 +98,32 @@ def test_valueless_unpack_has_the_input_shapes(case: PackCase) -> None:
     problems: list[tuple[str, str]] = []
     for i, (g, s) in enumerate(zip(got, seqs, strict=True)):
         problems += _spec_problems(f"sequence {i}", g, s.shape, s.dtype.name)
+    _raise(problems)
+
+
+@h.needs("valueless_device", "megatron_checks")
+@pytest.mark.rules("R-DEV-1", "R-DEV-2", "R-MEG-3")
+@h.prop_settings(0.5)
+@example(PackCase(config={"tp_size": 2}, batch=Batch((3, 0, 5), trail=(2,), dtype="float32")))
+@example(PackCase(config={"tail": "segment", "bucket": 16}, batch=Batch((4, 1), dtype="int64")))
+@given(pack_cases(caps=CAPS, need_roll=False, config=configs(caps=CAPS, cp=st.just(1))))
+def test_valueless_postprocess_has_the_input_shapes(case: PackCase) -> None:
+    """The Megatron adapter's postprocess (one process, cp_size 1) of an output
+    `[1, local_rows, *trail]` on the valueless device returns the B sequences there (R-MEG-3 as
+    R-DEV-1 and R-DEV-2 ask of unpack): component i `[L_i, *trail]` of the output's dtype, with
+    the PackedSeqParams on the host (its offsets must follow the output to its device)."""
+    h.assume_declared(case)
+    seqs = case.batch.arrays()
+    want = h.run_reference(case, seqs)
+    meta = {k: getattr(want[0].meta, k) for k in h.META_ARRAYS + h.META_INTS}
+    got = h.call_target("megatron_postprocess_valueless", TARGET.megatron_postprocess_valueless,
+                        want[0].rows[None], meta, dict(case.config), rules={"R-DEV-2"})
+    if len(got) != len(seqs):
+        raise h.RuleViolation(f"megatron_postprocess_valueless returned {len(got)} sequences, "
+                              f"the batch has {len(seqs)}", {"R-MEG-3"})
+    problems: list[tuple[str, str]] = []
+    for i, (g, s) in enumerate(zip(got, seqs, strict=True)):
+        problems += _spec_problems(f"postprocess: sequence {i}", g, s.shape, s.dtype.name)
     _raise(problems)
 
 

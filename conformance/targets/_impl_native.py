@@ -29,6 +29,45 @@ def subclass_form(form: str, seqs: list[np.ndarray]) -> list[torch.Tensor]:
     return [p.as_subclass(PlainSubclass) for p in parts]
 
 
+# The mask form at a storage offset: `values` and `mask` are views into larger buffers (junk
+# bytes around them, True around the mask), starting this many elements / bytes in, with S a
+# multiple of 8 so that impl's word scan of the mask (its bytes viewed as int64, which needs an
+# offset in whole words) is considered. torch.from_numpy always gives storage offset 0.
+# form -> (mask offset in bytes, values offset in elements, every row one run)
+OFFSET_FORMS: dict[str, tuple[int, int, bool]] = {
+    "padded-offset-9": (9, 3, True),  # 1 mod 8 and a multiple of 9: no word view possible
+    "padded-offset-1": (1, 5, False),  # scattered rows
+    "padded-offset-8": (8, 8, True),  # whole words at a non-zero offset: the word scan runs
+}
+
+
+def offset_form(form: str, seqs: list[np.ndarray]) -> tuple[torch.Tensor, dict[str, Any]]:
+    """The batch as `[B, S, *trail]` values and a bool mask, views at OFFSET_FORMS' offsets;
+    one run per row (at the end, the start or the middle of the row) or every other column."""
+    mask_at, values_at, runs = OFFSET_FORMS[form]
+    b, trail = len(seqs), seqs[0].shape[1:]
+    longest = max(x.shape[0] for x in seqs)
+    s = -(-((longest if runs else 2 * longest) + 1) // 8) * 8
+    x = np.empty((b, s, *trail), dtype=seqs[0].dtype)
+    x.view(np.uint8)[...] = 0xA5
+    mask = np.zeros((b, s), dtype=bool)
+    for i, seq in enumerate(seqs):
+        n = seq.shape[0]
+        first = (s - n, 0, (s - n) // 2)[i % 3]
+        cols = np.arange(first, first + n) if runs else np.arange(n) * 2 + (i % 2)
+        mask[i, cols] = True
+        x[i, cols] = seq
+    values = np.empty(values_at + x.size + 8, dtype=x.dtype)
+    values.view(np.uint8)[...] = 0xA5
+    values[values_at:values_at + x.size] = x.reshape(-1)
+    bits = np.ones(mask_at + mask.size + 8, dtype=bool)
+    bits[mask_at:mask_at + mask.size] = mask.reshape(-1)
+    v = torch.from_numpy(values)[values_at:values_at + x.size].view(x.shape)
+    m = torch.from_numpy(bits)[mask_at:mask_at + mask.size].view(b, s)
+    assert (m.storage_offset(), v.storage_offset()) == (mask_at, values_at)
+    return v, {"mask": m}
+
+
 # Containers impl must refuse: form -> (the rule, a word its message must contain).
 REJECTED_FORMS: dict[str, tuple[str, str]] = {
     "nested-strided": ("R-ERR-1", "layout"),  # torch.strided nested tensors: not a batch form
@@ -51,6 +90,7 @@ HOST, VALUELESS = "cpu", "meta"
 VALUELESS_FORMS: dict[str, bool] = {
     "list": True, "tuple": True, "parameters": True, "flat-list": True, "flat-tensor": True,
     "flat-device-lengths": False, "nested": False, "padded-left": False,
+    "padded-mask-only": False,  # the values on the host, only the mask on `meta`
 }
 
 
@@ -71,6 +111,9 @@ def valueless_batch(form: str, seqs: list[np.ndarray], on: list[bool] | None
         return tuple(moved), {}
     if form == "parameters":
         return [torch.nn.Parameter(p, requires_grad=False) for p in moved], {}
+    if form == "padded-mask-only":
+        x = torch.zeros((len(seqs), max(lengths), *parts[0].shape[1:]), dtype=parts[0].dtype)
+        return x, {"mask": torch.zeros(x.shape[:2], dtype=torch.bool, device=VALUELESS)}
     values = torch.cat(parts).to(VALUELESS)
     if form == "flat-list":
         return values, {"lengths": lengths}

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from ._megatron_view import KwargsParams, params_dict, thd_params, unpack_with_grad
-from .protocol import Config, Meta
+from .protocol import ArraySpec, Config, Meta
 
 _GETTERS = ("get_tensor_model_parallel_world_size", "get_context_parallel_world_size",
             "get_context_parallel_rank", "get_context_parallel_group")
@@ -152,6 +152,31 @@ def postprocess_one(output: np.ndarray, meta: Meta, config: Config,
         out = megatron.postprocess_thd_engine(torch.from_numpy(output), packed, input_ids,
                                               batch_size, **adapter)
     return [p.numpy() for p in out.unbind()]
+
+
+def postprocess_valueless(output: np.ndarray, meta: Meta, config: Config) -> list[ArraySpec]:
+    """postprocess_thd_engine on one process (cp_size 1) of `output` moved to `meta`, with the
+    PackedSeqParams on the host as `postprocess_one` builds them (R-DEV-1, R-DEV-2, R-MEG-3).
+    The result's offsets hold no values there (`unbind` would read them), so its components are
+    its values sliced at the batch's host offsets: a result with too few rows shows as a short
+    component."""
+    from impl import megatron
+
+    from ._impl_native import VALUELESS, spec_of
+
+    cfg = _full(config)
+    input_ids, batch_size = _input_ids(meta)
+    kwargs: dict[str, Any] = {} if cfg["cp_layout"] == "zigzag" else {
+        "cp_layout": cfg["cp_layout"]}
+    if cfg.get("max_num_seqs") is not None:  # R-MEG-10: the params hold N + 1 offsets
+        kwargs["max_num_seqs"] = cfg["max_num_seqs"]
+    local = torch.from_numpy(np.ascontiguousarray(output)).to(VALUELESS)
+    with fake_parallel_state(cfg["tp_size"], 1, 0):
+        out = megatron.postprocess_thd_engine(local, thd_params(meta), input_ids, batch_size,
+                                              **kwargs)
+    values = out.values()
+    bounds = input_ids.offsets().tolist()
+    return [spec_of(values[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
 class _CPGroup:

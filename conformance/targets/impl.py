@@ -27,6 +27,8 @@ def to_form(form: str, seqs: list[np.ndarray]) -> tuple[Any, dict[str, Any]]:
         return _impl_native.subclass_form(form, seqs), {}
     if form in _impl_native.REJECTED_FORMS:
         return _impl_native.rejected_form(form, seqs), {}
+    if form in _impl_native.OFFSET_FORMS:
+        return _impl_native.offset_form(form, seqs)
     parts = [torch.from_numpy(s) for s in seqs]
     if form == "list":
         return parts, {}
@@ -112,9 +114,11 @@ class ImplTarget:
     # sequences in its values buffer) and a flat values tensor with lengths= (R-IN-1).
     # And a padded [B, S, *trail] tensor with a bool mask= (impl/masked.py): one run per row
     # (left padding) or scattered.
-    # And lists of tensor subclasses (`nn.Parameter`, a plain subclass: _impl_native.py).
+    # And lists of tensor subclasses (`nn.Parameter`, a plain subclass), and the mask form with
+    # the mask and values at storage offsets (_impl_native.py).
     batch_forms = ("list", "tuple", "nested", "nested-gaps", "flat-list", "flat-tensor",
-                   "padded-left", "padded-scattered", *_impl_native.SUBCLASS_FORMS)
+                   "padded-left", "padded-scattered", *_impl_native.SUBCLASS_FORMS,
+                   *_impl_native.OFFSET_FORMS)
     rejected_forms = _impl_native.REJECTED_FORMS
     devices = (_impl_native.HOST, _impl_native.VALUELESS)
     valueless_forms = _impl_native.VALUELESS_FORMS
@@ -236,6 +240,13 @@ class ImplTarget:
         from . import _megatron_impl
 
         return _megatron_impl.postprocess_one(output, meta, config, params or {}, **adapter)
+
+    def megatron_postprocess_valueless(self, output: np.ndarray, meta: Meta,
+                                       config: Config) -> list[ArraySpec]:
+        """Capabilities `valueless_device` + `megatron_checks`: postprocess of a `meta` output."""
+        from . import _megatron_impl
+
+        return _megatron_impl.postprocess_valueless(output, meta, config)
 
     def row_map(
         self, meta: Meta, config: Config, cp_rank: int

@@ -218,9 +218,10 @@ class ValuelessDeviceMethods(Protocol):
     `devices` is `(host, valueless)` in the target's own names (torch: `("cpu", "meta")`);
     `valueless_forms` maps each input form the target builds there to whether its lengths stay
     on the host (a list of arrays, flat values with host lengths: packed by shape alone) or live
-    on the valueless device with the data (a `lengths=` array, a nested tensor's offsets, a mask:
-    rejected with ValueError naming that field, which `valueless_forms` does not say: the suite
-    expects one of `lengths`, `offsets`, `mask`).
+    on the valueless device (a `lengths=` array, a nested tensor's offsets, a mask: with the
+    data, or alone there beside values on the host, such as impl's "padded-mask-only"): those
+    are rejected with ValueError naming that field and the valueless device, which
+    `valueless_forms` does not say: the suite expects one of `lengths`, `offsets`, `mask`.
     """
 
     devices: tuple[str, str]
@@ -242,6 +243,16 @@ class ValuelessDeviceMethods(Protocol):
     ) -> list[ArraySpec]:
         """`unpack` with shard `r` on the valueless device where `on[r]` (None: all), else on the
         host; returns the B sequences as ArraySpecs."""
+        ...
+
+    def megatron_postprocess_valueless(
+        self, output: np.ndarray, meta: Meta, config: Config
+    ) -> list[ArraySpec]:
+        """With `megatron_checks` too: `megatron_postprocess(output, meta, config)` (one
+        process, `cp_size` 1, the PackedSeqParams built from `meta` on the host) of `output`
+        (`[1, local_rows, *trail]`) moved to the valueless device; returns the B components of
+        the result as ArraySpecs (where their boundaries, on that device, cannot be read: the
+        result's values sliced at the batch's host offsets)."""
         ...
 
 
