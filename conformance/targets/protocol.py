@@ -101,7 +101,8 @@ CAPABILITIES: dict[str, str] = {
     "valueless_device": "pack_valueless(form, seqs, config, cp_rank, ...) and "
     "unpack_valueless(shards, meta, config) run on the target's device that holds no values "
     "(torch: `meta`; names in the `devices` attribute, host first): shapes, dtypes and devices "
-    "come back as ArraySpec, and forms whose lengths live there are rejected (R-DEV-1..3)",
+    "come back as ArraySpec, and forms whose lengths live there are rejected (R-DEV-1..3); with "
+    "`megatron_checks`, megatron_postprocess_valueless(output, meta, config) too (R-MEG-3)",
     "native_dtypes": "pack_viewed(bits, dtype, config, cp_rank) packs unsigned-int arrays "
     "viewed as each of the target's dtypes in its `other_dtypes` attribute, which are none of "
     "bool, integer, floating or complex (torch: bits8, quint8, float4_e2m1fn_x2): TypeError "
