@@ -80,7 +80,7 @@ def host_lengths(seqlens: Any, name: str = "seqlens") -> torch.Tensor:
     if t.dim() != 1:
         raise ValueError(f"{name} must be 1-D, got shape {tuple(t.shape)}")
     if t.device.type == "meta":  # R-ERR-9 (1.1.2): lengths must be readable
-        raise ValueError(f"{name} is on device meta, which holds no values; pass host lengths")
+        raise ValueError(f"{name} is on device meta, which holds no values to read")
     return t.to(device="cpu", dtype=torch.int64)
 
 

@@ -86,11 +86,13 @@ def rejected_form(form: str, seqs: list[np.ndarray]) -> Any:
 
 
 HOST, VALUELESS = "cpu", "meta"
-# Forms impl takes on `meta`: True where the lengths stay on the host (packed by shape).
-VALUELESS_FORMS: dict[str, bool] = {
-    "list": True, "tuple": True, "parameters": True, "flat-list": True, "flat-tensor": True,
-    "flat-device-lengths": False, "nested": False, "padded-left": False,
-    "padded-mask-only": False,  # the values on the host, only the mask on `meta`
+# Forms impl takes on `meta`: None where the lengths stay on the host (packed by shape), else
+# the field whose values live on `meta` (R-DEV-3's ValueError names it).
+VALUELESS_FORMS: dict[str, str | None] = {
+    "list": None, "tuple": None, "parameters": None, "flat-list": None, "flat-tensor": None,
+    "flat-device-lengths": "lengths", "nested": "offsets", "padded-left": "mask",
+    "padded-mask-only": "mask",  # the values on the host, only the mask on `meta`
+    "nested-lengths-only": "lengths",  # values and offsets on the host, lengths() on `meta`
 }
 
 
@@ -111,6 +113,11 @@ def valueless_batch(form: str, seqs: list[np.ndarray], on: list[bool] | None
         return tuple(moved), {}
     if form == "parameters":
         return [torch.nn.Parameter(p, requires_grad=False) for p in moved], {}
+    if form == "nested-lengths-only":
+        values = torch.cat(parts)
+        offsets = torch.tensor([0, *np.cumsum(lengths).tolist()])
+        return torch.nested.nested_tensor_from_jagged(
+            values, offsets, lengths=torch.tensor(lengths, device=VALUELESS)), {}
     if form == "padded-mask-only":
         x = torch.zeros((len(seqs), max(lengths), *parts[0].shape[1:]), dtype=parts[0].dtype)
         return x, {"mask": torch.zeros(x.shape[:2], dtype=torch.bool, device=VALUELESS)}

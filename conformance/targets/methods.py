@@ -216,16 +216,16 @@ class ValuelessDeviceMethods(Protocol):
     """Capability `valueless_device` (spec R-DEV-1..3): a device that holds no values.
 
     `devices` is `(host, valueless)` in the target's own names (torch: `("cpu", "meta")`);
-    `valueless_forms` maps each input form the target builds there to whether its lengths stay
-    on the host (a list of arrays, flat values with host lengths: packed by shape alone) or live
-    on the valueless device (a `lengths=` array, a nested tensor's offsets, a mask: with the
-    data, or alone there beside values on the host, such as impl's "padded-mask-only"): those
-    are rejected with ValueError naming that field and the valueless device, which
-    `valueless_forms` does not say: the suite expects one of `lengths`, `offsets`, `mask`.
+    `valueless_forms` maps each input form the target builds there to None where its lengths
+    stay on the host (a list of arrays, flat values with host lengths: packed by shape alone),
+    else to the field whose values live on the valueless device (a `lengths=` array, a nested
+    tensor's offsets or lengths, a mask: with the data, or alone there beside values on the host,
+    such as impl's "padded-mask-only"): those are rejected with ValueError naming that field and
+    the valueless device (R-DEV-3).
     """
 
     devices: tuple[str, str]
-    valueless_forms: dict[str, bool]
+    valueless_forms: dict[str, str | None]
 
     def pack_valueless(
         self, form: str, seqs: list[np.ndarray], config: Config, cp_rank: int, *,
