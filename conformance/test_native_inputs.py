@@ -50,6 +50,18 @@ def _raise(problems: list[tuple[str, str]]) -> None:
         raise h.RuleViolation("; ".join(p for _, p in problems), {r for r, _ in problems})
 
 
+def _check_sequences(what: str, got: Any, seqs: list[np.ndarray], count_rule: str) -> None:
+    """The B sequences back as ArraySpecs of the inputs' shapes and dtypes on the valueless
+    device; a wrong count is `count_rule`'s."""
+    if len(got) != len(seqs):
+        raise h.RuleViolation(f"{what} returned {len(got)} sequences, the batch has "
+                              f"{len(seqs)}", {count_rule})
+    problems: list[tuple[str, str]] = []
+    for i, (g, s) in enumerate(zip(got, seqs, strict=True)):
+        problems += _spec_problems(f"{what}: sequence {i}", g, s.shape, s.dtype.name)
+    _raise(problems)
+
+
 @h.needs("valueless_device")
 @pytest.mark.rules("R-DEV-1", "R-DEV-2", "R-ROW-1", "R-POS-1")
 @h.prop_settings(0.5)
@@ -91,13 +103,7 @@ def test_valueless_unpack_has_the_input_shapes(case: PackCase) -> None:
     meta = {k: getattr(want[0].meta, k) for k in h.META_ARRAYS + h.META_INTS}
     got = h.call_target("unpack_valueless", TARGET.unpack_valueless,
                         [w.rows for w in want], meta, dict(case.config), rules={"R-DEV-2"})
-    if len(got) != len(seqs):
-        raise h.RuleViolation(f"unpack_valueless returned {len(got)} sequences, the batch has "
-                              f"{len(seqs)}", {"R-UNPACK-1"})
-    problems: list[tuple[str, str]] = []
-    for i, (g, s) in enumerate(zip(got, seqs, strict=True)):
-        problems += _spec_problems(f"sequence {i}", g, s.shape, s.dtype.name)
-    _raise(problems)
+    _check_sequences("unpack_valueless", got, seqs, "R-UNPACK-1")
 
 
 @h.needs("valueless_device", "megatron_checks")
@@ -117,13 +123,7 @@ def test_valueless_postprocess_has_the_input_shapes(case: PackCase) -> None:
     meta = {k: getattr(want[0].meta, k) for k in h.META_ARRAYS + h.META_INTS}
     got = h.call_target("megatron_postprocess_valueless", TARGET.megatron_postprocess_valueless,
                         want[0].rows[None], meta, dict(case.config), rules={"R-DEV-2"})
-    if len(got) != len(seqs):
-        raise h.RuleViolation(f"megatron_postprocess_valueless returned {len(got)} sequences, "
-                              f"the batch has {len(seqs)}", {"R-MEG-3"})
-    problems: list[tuple[str, str]] = []
-    for i, (g, s) in enumerate(zip(got, seqs, strict=True)):
-        problems += _spec_problems(f"postprocess: sequence {i}", g, s.shape, s.dtype.name)
-    _raise(problems)
+    _check_sequences("megatron_postprocess_valueless", got, seqs, "R-MEG-3")
 
 
 def _device_error(got: BaseException | None, what: str, rule: str,
