@@ -75,14 +75,19 @@ REJECTED_FORMS: dict[str, tuple[str, str]] = {
 }
 
 
+def jagged_offsets(lengths: list[int], device: str | None = None) -> torch.Tensor:
+    """`[0, L_0, L_0 + L_1, ...]`: a jagged nested tensor's offsets (int64)."""
+    return torch.tensor([0, *np.cumsum(lengths).tolist()], dtype=torch.int64, device=device)
+
+
 def rejected_form(form: str, seqs: list[np.ndarray]) -> Any:
     """The batch as a container of REJECTED_FORMS."""
     parts = [torch.from_numpy(s) for s in seqs]
     if form == "nested-strided":
         return torch.nested.nested_tensor(parts)
-    values = torch.cat(parts).reshape(sum(p.shape[0] for p in parts), -1)
-    offsets = torch.tensor([0, *np.cumsum([p.shape[0] for p in parts]).tolist()])
-    return torch.nested.nested_tensor_from_jagged(values, offsets).transpose(1, 2)
+    lengths = [p.shape[0] for p in parts]
+    values = torch.cat(parts).reshape(sum(lengths), -1)
+    return torch.nested.nested_tensor_from_jagged(values, jagged_offsets(lengths)).transpose(1, 2)
 
 
 HOST, VALUELESS = "cpu", "meta"
@@ -114,12 +119,12 @@ def valueless_batch(form: str, seqs: list[np.ndarray], on: list[bool] | None
     if form == "parameters":
         return [torch.nn.Parameter(p, requires_grad=False) for p in moved], {}
     if form == "nested-lengths-only":
-        values = torch.cat(parts)
-        offsets = torch.tensor([0, *np.cumsum(lengths).tolist()])
         return torch.nested.nested_tensor_from_jagged(
-            values, offsets, lengths=torch.tensor(lengths, device=VALUELESS)), {}
-    if form == "padded-mask-only":
-        x = torch.zeros((len(seqs), max(lengths), *parts[0].shape[1:]), dtype=parts[0].dtype)
+            torch.cat(parts), jagged_offsets(lengths),
+            lengths=torch.tensor(lengths, device=VALUELESS)), {}
+    if form in ("padded-left", "padded-mask-only"):  # the mask on `meta`; the values too, or not
+        x = torch.zeros((len(seqs), max(lengths), *parts[0].shape[1:]), dtype=parts[0].dtype,
+                        device=VALUELESS if form == "padded-left" else None)
         return x, {"mask": torch.zeros(x.shape[:2], dtype=torch.bool, device=VALUELESS)}
     values = torch.cat(parts).to(VALUELESS)
     if form == "flat-list":
@@ -129,13 +134,8 @@ def valueless_batch(form: str, seqs: list[np.ndarray], on: list[bool] | None
     if form == "flat-device-lengths":
         return values, {"lengths": torch.tensor(lengths, device=VALUELESS)}
     if form == "nested":
-        offsets = torch.tensor([0, *np.cumsum(lengths).tolist()], device=VALUELESS)
-        return torch.nested.nested_tensor_from_jagged(values, offsets), {}
-    if form == "padded-left":
-        s = max(lengths)
-        x = torch.zeros((len(seqs), s, *values.shape[1:]), dtype=values.dtype, device=VALUELESS)
-        mask = torch.zeros((len(seqs), s), dtype=torch.bool, device=VALUELESS)
-        return x, {"mask": mask}
+        return torch.nested.nested_tensor_from_jagged(
+            values, jagged_offsets(lengths, VALUELESS)), {}
     raise ValueError(f"unknown valueless form {form!r}")
 
 

@@ -42,7 +42,7 @@ def to_form(form: str, seqs: list[np.ndarray]) -> tuple[Any, dict[str, Any]]:
         return values, {"lengths": lengths}
     if form == "flat-tensor":
         return values, {"lengths": torch.tensor(lengths, dtype=torch.int32)}
-    offsets = torch.tensor([0, *np.cumsum(lengths).tolist()], dtype=torch.int64)
+    offsets = _impl_native.jagged_offsets(lengths)
     if form == "nested":
         return torch.nested.nested_tensor_from_jagged(values, offsets), {}
     if form == "nested-gaps":
@@ -51,8 +51,7 @@ def to_form(form: str, seqs: list[np.ndarray]) -> tuple[Any, dict[str, Any]]:
         junk = torch.zeros((2, *values.shape[1:]), dtype=values.dtype)
         junk.view(torch.uint8).fill_(0xA5)
         spaced = torch.cat([t for p in parts for t in (p, junk)], dim=0)
-        starts = torch.tensor([0, *np.cumsum([n + 2 for n in lengths]).tolist()],
-                              dtype=torch.int64)
+        starts = _impl_native.jagged_offsets([n + 2 for n in lengths])
         return torch.nested.nested_tensor_from_jagged(
             spaced, starts, lengths=torch.tensor(lengths, dtype=torch.int64)), {}
     raise ValueError(f"unknown batch form {form!r}")
