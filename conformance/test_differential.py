@@ -22,6 +22,7 @@ from .strategies import (
     rows_bound,
     zero_length_batches,
 )
+from .targets.protocol import plain_meta
 
 CAPS = h.caps()
 # Sharding, labels and empty sequences are tested without the total-level stages (bucket,
@@ -259,7 +260,7 @@ def test_row_map_matches_reference(seqlens: list[int], config: dict[str, Any]) -
     h.assume_declared(config=config, lengths=seqlens)
     cfg = h.ref_config(config)
     plan = h.reference.plan_thd(seqlens, cfg)
-    meta = {k: getattr(plan, k) for k in h.META_ARRAYS + h.META_INTS}
+    meta = plain_meta(plan)
     if cfg.cp_size == 1:
         shard_rule = "R-SHARD-1"
     else:

@@ -234,7 +234,7 @@ def _post_input(
     seqs = [(np.arange(n * 3, dtype=np.float32) + 100 * i).reshape(n, 3)
             for i, n in enumerate(lengths)]
     rows, _, plan = reference.pack_thd(seqs, cfg, 0, pad_value=-7.0)
-    meta = {k: getattr(plan, k) for k in h.META_ARRAYS + h.META_INTS}
+    meta = plain_meta(plan)
     return config, seqs, rows, meta
 
 

@@ -20,6 +20,7 @@ import reference
 
 from . import harness as h
 from .strategies import Batch, PackCase, configs, pack_cases
+from .targets.protocol import plain_meta
 
 CAPS = h.caps()
 TARGET = h.target()
@@ -100,7 +101,7 @@ def test_valueless_unpack_has_the_input_shapes(case: PackCase) -> None:
     h.assume_declared(case)
     seqs = case.batch.arrays()
     want = h.run_reference(case, seqs)
-    meta = {k: getattr(want[0].meta, k) for k in h.META_ARRAYS + h.META_INTS}
+    meta = plain_meta(want[0].meta)
     got = h.call_target("unpack_valueless", TARGET.unpack_valueless,
                         [w.rows for w in want], meta, dict(case.config), rules={"R-DEV-2"})
     _check_sequences("unpack_valueless", got, seqs, "R-UNPACK-1")
@@ -120,7 +121,7 @@ def test_valueless_postprocess_has_the_input_shapes(case: PackCase) -> None:
     h.assume_declared(case)
     seqs = case.batch.arrays()
     want = h.run_reference(case, seqs)
-    meta = {k: getattr(want[0].meta, k) for k in h.META_ARRAYS + h.META_INTS}
+    meta = plain_meta(want[0].meta)
     got = h.call_target("megatron_postprocess_valueless", TARGET.megatron_postprocess_valueless,
                         want[0].rows[None], meta, dict(case.config), rules={"R-DEV-2"})
     _check_sequences("megatron_postprocess_valueless", got, seqs, "R-MEG-3")
@@ -179,7 +180,7 @@ def test_shards_on_two_devices_are_rejected(on: list[bool]) -> None:
     seqs = Batch((3, 5)).arrays()
     cfg = reference.PackConfig(**config)  # type: ignore[arg-type]
     packed = [reference.pack_thd(seqs, cfg, r) for r in range(cfg.cp_size)]
-    meta = {k: getattr(packed[0][2], k) for k in h.META_ARRAYS + h.META_INTS}
+    meta = plain_meta(packed[0][2])
     what = f"unpack_valueless(on={on})"
     got = h.outcome(lambda: TARGET.unpack_valueless([p[0] for p in packed], meta, config, on=on))
     _device_error(got, what, "R-ERR-11", (HOST,))

@@ -11,6 +11,7 @@ import reference
 
 from . import harness as h
 from .rejection import BASE_CONFIG, two_sequences
+from .targets.protocol import plain_meta
 
 FOREIGN: dict[str, Any] = {"dict": lambda meta, config: (dict(meta), dict(config)),
            "str": lambda meta, config: ("plan", "config"),
@@ -30,7 +31,7 @@ def test_reject_foreign_plan_or_config(field: str, kind: str) -> None:
     ref_cfg = reference.PackConfig(**config)
     ref_rows = [reference.pack_thd(seqs, ref_cfg, r)[0] for r in range(2)]
     ref_plan = reference.plan_thd([5, 3], ref_cfg)
-    meta = {k: getattr(ref_plan, k) for k in h.META_ARRAYS + h.META_INTS}
+    meta = plain_meta(ref_plan)
     bad_plan, bad_config = FOREIGN[kind](meta, config)
     bad: Any = bad_plan if field == "plan" else bad_config
     calls: dict[str, tuple[Any, Any]] = {

@@ -17,12 +17,13 @@ from .rejection import BASE_CONFIG
 from .strategies import (
     UNPACK_FAULTS,
 )
+from .targets.protocol import plain_meta
 
 
 def _bad_unpack(kind: str) -> tuple[list[np.ndarray], dict[str, Any], dict[str, Any]]:
     config = dict(BASE_CONFIG)
     plan = reference.plan_thd([5, 3], reference.PackConfig(**config))
-    meta = {k: getattr(plan, k) for k in h.META_ARRAYS + h.META_INTS}
+    meta = plain_meta(plan)
     shards = [np.zeros((plan.local_rows, 11), np.int64) for _ in range(2)]
     if kind == "too-few-shards":
         shards = shards[:1]

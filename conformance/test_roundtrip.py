@@ -11,6 +11,7 @@ import reference
 
 from . import harness as h
 from .strategies import Batch, PackCase, batches, configs, pack_cases
+from .targets.protocol import plain_meta
 
 CAPS = h.caps()
 
@@ -88,6 +89,6 @@ def test_unpack_matches_reference(config: dict, batch: Batch, seed: int) -> None
     shards = [(rng.integers(-50, 50, size=(plan.local_rows, *trail))).astype(batch.dtype)
               for _ in range(cfg.cp_size)]
     want = reference.unpack_thd(shards, plan, cfg)
-    meta = {k: getattr(plan, k) for k in h.META_ARRAYS + h.META_INTS}
+    meta = plain_meta(plan)
     _assert_batch_equal(h.call_target("unpack", h.target().unpack, [s.copy() for s in shards],
                                       meta, dict(config), rules={"R-UNPACK-1"}), list(want))
