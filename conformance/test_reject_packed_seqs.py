@@ -5,6 +5,7 @@ PackedSeqParams whose offsets do not fit the mask (capabilities `packed_seqs` an
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -40,6 +41,17 @@ def _bad_masks(mask: np.ndarray) -> dict[str, tuple[np.ndarray, type[Exception]]
             "3-D": (np.ascontiguousarray(mask[..., None]), ValueError)}
 
 
+def _outcome_unchanged(what: str, inputs: list[np.ndarray], call: Callable[[], Any],
+                       rule: str) -> BaseException | None:
+    """The exception `call` raised (None if it returned), once it is shown to have left
+    `inputs` unchanged (R-IN-6 through the adapter's rule)."""
+    before = h.snapshot(inputs)
+    got = h.outcome(call)
+    if h.snapshot(inputs) != before:
+        raise h.RuleViolation(f"{what} changed its inputs", {rule})
+    return got
+
+
 def _expect(what: str, got: BaseException | None, cls: type[Exception], field: str,
             rule: str) -> None:
     if not isinstance(got, cls):
@@ -56,13 +68,10 @@ def test_preprocess_rejects_mask(kind: str) -> None:
     input_ids (ValueError): the message names attention_mask; the inputs are left unchanged."""
     values, mask, _, _ = _case()
     bad, cls = _bad_masks(mask)[kind]
-    before = h.snapshot([values, bad])
-    got = h.outcome(lambda: h.target().packed_preprocess(values, bad, dict(CONFIG), 0))
-    if h.snapshot([values, bad]) != before:
-        raise h.RuleViolation(f"preprocess_packed_seqs with a {kind} mask changed its inputs",
-                              {"R-MEG-8"})
-    _expect(f"preprocess_packed_seqs with a {kind} mask", got, cls, "attention_mask",
-            "R-MEG-8")
+    what = f"preprocess_packed_seqs with a {kind} mask"
+    got = _outcome_unchanged(what, [values, bad], lambda: h.target().packed_preprocess(
+        values, bad, dict(CONFIG), 0), "R-MEG-8")
+    _expect(what, got, cls, "attention_mask", "R-MEG-8")
 
 
 @h.needs("packed_seqs", "megatron_checks")
@@ -73,14 +82,11 @@ def test_postprocess_rejects_mask(kind: str) -> None:
     the message names attention_mask (batch_size and seq_len are the good mask's)."""
     _, mask, rows, cu = _case()
     bad, cls = _bad_masks(mask)[kind]
-    before = h.snapshot([rows, bad])
-    got = h.outcome(lambda: h.target().packed_postprocess(
-        rows, cu, bad, dict(CONFIG), batch_size=mask.shape[0], seq_len=mask.shape[1]))
-    if h.snapshot([rows, bad]) != before:
-        raise h.RuleViolation(f"postprocess_packed_seqs with a {kind} mask changed its inputs",
-                              {"R-MEG-9"})
-    _expect(f"postprocess_packed_seqs with a {kind} mask", got, cls, "attention_mask",
-            "R-MEG-9")
+    what = f"postprocess_packed_seqs with a {kind} mask"
+    got = _outcome_unchanged(what, [rows, bad], lambda: h.target().packed_postprocess(
+        rows, cu, bad, dict(CONFIG), batch_size=mask.shape[0], seq_len=mask.shape[1]),
+        "R-MEG-9")
+    _expect(what, got, cls, "attention_mask", "R-MEG-9")
 
 
 @h.needs("packed_seqs", "megatron_checks")
