@@ -4,8 +4,9 @@
     python -m bench.compare /tmp/before/impl [--threads 1] [--busy] [--out reports/compare.json]
 
 Each repeat calls the other copy, this checkout's impl and the floor once each, in turn, so
-drifting load on a shared host hits all three alike. Cases: B = 256, cp = 4 (`--cp`), rank 0,
-tp 1/2, bucket none/512, ids and [L, 8] float32, nested and list input. A benchmark, not a test.
+drifting load on a shared host hits all three alike. Cases: B = 256 (`--batch`), cp = 4
+(`--cp`), rank 0, tp 1/2, bucket none/512, ids and [L, 8] float32, nested and list input. A
+benchmark, not a test.
 """
 
 from __future__ import annotations
@@ -59,8 +60,8 @@ def interleaved(fns: Sequence[Callable[[], Any]], repeats: int) -> list[list[flo
 
 
 def compare(before: ModuleType, repeats: int, seed: int,
-            cps: Sequence[int] = (4,)) -> list[dict[str, Any]]:
-    lengths = draw_lengths(256, seed)
+            cps: Sequence[int] = (4,), batch_size: int = 256) -> list[dict[str, Any]]:
+    lengths = draw_lengths(batch_size, seed)
     rows = []
     for payload in PAYLOADS:
         seqs = make_batch(lengths, payload, seed)
@@ -78,13 +79,14 @@ def compare(before: ModuleType, repeats: int, seed: int,
                                      partial(impl.pack_thd, batch, new_cfg, 0),
                                      partial(torch.index_select, flat, 0, idx)], repeats)
                 med = [statistics.median(t) for t in times]
-                rows.append({"tp": tp, "cp": cp, "bucket": bucket, "payload": payload, "form": form,
+                rows.append({"batch": batch_size, "tp": tp, "cp": cp, "bucket": bucket,
+                             "payload": payload, "form": form,
                              "before_ms": med[0] * 1e3, "after_ms": med[1] * 1e3,
                              "floor_ms": med[2] * 1e3, "after_over_before": med[1] / med[0],
                              "before_min_ms": min(times[0]) * 1e3,
                              "after_min_ms": min(times[1]) * 1e3, "equal": same,
                              "load_1m": os.getloadavg()[0]})
-                print(f"  tp={tp} cp={cp} bucket={bucket} {payload} {form}: before "
+                print(f"  B={batch_size} tp={tp} cp={cp} bucket={bucket} {payload} {form}: before "
                       f"{med[0] * 1e3:.3f} after {med[1] * 1e3:.3f} floor {med[2] * 1e3:.3f} ms "
                       f"(equal {same})",
                       flush=True)
@@ -100,6 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cp", type=lambda t: tuple(int(v) for v in t.split(",")), default=(4,),
                    help="comma-separated cp sizes (default 4)")
+    p.add_argument("--batch", type=int, default=256, help="sequences per batch (default 256)")
     p.add_argument("--out", default=None, help="JSON path for the rows")
     args = p.parse_args(argv)
     if args.threads is not None:
@@ -108,7 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"compare: torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"{'busy' if args.busy else 'no spinners'}, load {os.getloadavg()[0]:.1f}")
     with busy_load() if args.busy else contextlib.nullcontext():
-        rows = compare(before, args.repeats, args.seed, args.cp)
+        rows = compare(before, args.repeats, args.seed, args.cp, args.batch)
     ratios = [r["after_over_before"] for r in rows]
     print(f"after/before: median {statistics.median(ratios):.3g}, max {max(ratios):.3g}; "
           f"all equal: {all(r['equal'] for r in rows)}")

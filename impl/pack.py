@@ -7,14 +7,17 @@ straight from its values buffer), or a flat values tensor `[sum L_i, *trail]` pl
 
 Cost per call, independent of the batch size B in number of torch ops: the plan and the
 chunk table are computed on the host with CPU tensor ops; on the data's device the call runs a
-fixed sequence of ops: two piecewise-linear expansions (zero buffer + accumulating indexed
-write + two cumsums, `rowmap.second_sums`) give the position ids and the gather index, then one
-`index_select`. On each chunk's padding rows the index holds one source row inside the buffer,
-so it needs no clamp; those rows are then written by one `index_fill_` (or, when they are more
-than half of the rows, through a bool mask and one `masked_fill_`, so the extra memory stays
-within 8 bytes per row). A list input is first concatenated into one buffer.
-Extra memory on the device: one int32 index per output row (int64 beyond about 3e8 rows),
-plus one int64 index per padding row, or one byte per row for the mask.
+fixed sequence of ops: one row-map buffer (zero buffer + accumulating indexed write + scan) whose
+scan into a fresh buffer gives the position ids and which, after a second O(B) write and a scan
+in place, holds the gather index (`rowmap.positions_and_sources`), then one `index_select`. On
+each chunk's padding rows the index holds source rows inside the buffer, so it needs no clamp;
+those rows are then written by one `index_fill_`, its index built in the spent index buffer.
+A list input is first concatenated into one buffer. Extra memory on the device: one int64 per
+output row (the index buffer, two spare elements). When a padding run is longer than the whole
+source (a large bucket over a tiny batch), or when the values require grad (the gather's
+backward keeps its index), the index is built on its own (`gather_index`): int32 (int64
+beyond about 3e8 rows), plus one int64 per padding row or, when they are more than half of the
+rows, a bool mask and one `masked_fill_`; still within 8 bytes per row.
 
 Busy hosts (issue 15): with lengths on the host, no pass over the rows before the gather is
 element-wise, so none forks torch's CPU thread pool, whose regions stall while other processes
@@ -42,7 +45,15 @@ import torch.nn.functional as F
 
 from .config import PackConfig, as_integer
 from .plan import Plan, check_lengths, host_lengths, plan_with_host
-from .rowmap import Chunks, chunk_table, exclusive_cumsum, expand, index_dtype, second_sums
+from .rowmap import (
+    Chunks,
+    chunk_table,
+    exclusive_cumsum,
+    expand,
+    index_dtype,
+    positions_and_sources,
+    second_sums,
+)
 
 
 class Batch:
@@ -345,15 +356,21 @@ def pack_batch(
     n_src = values.shape[0] if batch.index is None else batch.index.numel()
     # R-POS-2, R-ROLL-1: position id = offset (+1 with need_roll) of the row's source; and the
     # row's index in the source, which runs past a sequence's real rows on its padding rows.
-    index = index_dtype(2 * n_src, 2 * (plan.total + rows_n) + 4)
-    pos = expand(rows_n, ch.starts, ch.d[0], slope=1, dtype=torch.int64, device=device)
-    idx = gather_index(ch, n_src, rows_n, index, device)
+    # With autograd the gather's backward keeps its index: the int32 index on its own then.
+    grad = values.requires_grad and torch.is_grad_enabled()
+    pos, spare = positions_and_sources(ch, n_src, rows_n, device, index=not grad)
+    if spare is not None:  # int64 [rows + 2]: reused for the padding rows after the gather
+        idx = spare[:rows_n]
+    else:  # a padding run longer than the source, or autograd: the index on its own
+        index = index_dtype(2 * n_src, 2 * (plan.total + rows_n) + 4)
+        idx = gather_index(ch, n_src, rows_n, index, device)
     if batch.index is not None:  # mask form: gather from the padded batch in place
         idx = batch.index.index_select(0, idx)
     rows = as_dtype(values, fill.view).index_select(0, idx)  # R-ROW-1: real rows bit for bit
     count = rows_n - n_real
-    if count * 8 <= rows_n * (8 - idx.element_size()):
-        rows.index_fill_(0, padding_rows(ch, real_through, count, device), fill.value)  # R-ROW-2
+    if spare is not None or count * 8 <= rows_n * (8 - idx.element_size()):
+        where = padding_rows(ch, real_through, count, device, spare)
+        rows.index_fill_(0, where, fill.value)  # R-ROW-2
     else:
         mask = padding_mask(ch, rows_n, device)
         rows.masked_fill_(mask.view(rows_n, *([1] * len(batch.trail))), fill.value)  # R-ROW-2
@@ -389,7 +406,11 @@ def gather_index(
 
 
 def padding_rows(
-    ch: Chunks, real_through: torch.Tensor, count: int, device: torch.device
+    ch: Chunks,
+    real_through: torch.Tensor,
+    count: int,
+    device: torch.device,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The `count` padding rows as an int64 index (taken while that index and the gather index
     stay within 8 bytes per output row; otherwise `padding_mask`).
@@ -406,6 +427,7 @@ def padding_rows(
         slope=1,
         dtype=torch.int64,
         device=device,
+        out=out,
     )
 
 

@@ -9,6 +9,8 @@ A per-row quantity that is piecewise linear in the row `k` (a ramp `k + D_m` or 
 chunk `m`, or pieces of slope 0 and 1) is expanded on the target device from its second
 difference, which is zero except at O(B) rows (`second_sums`): a zero buffer, one accumulating
 indexed write (empty chunks need no filtering on the host), two in-place cumulative sums.
+The position ids and the gather index share one such buffer (`positions_and_sources`): both
+are ramps of slope 1 on every piece, so their first differences differ at O(B) rows only.
 
 Every pass over the rows is then a plain loop or a 1-D scan (`repeat_interleave` of one count,
 `cumsum`), which torch runs on one thread on the CPU. Element-wise passes (`fill_` behind
@@ -136,24 +138,36 @@ def unpack_segments(
     return out_start.view(-1), d.view(-1)
 
 
-def zeros(n: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """A fresh `[n]` zero tensor, written on one thread on the CPU.
+def zeros(
+    n: int, dtype: torch.dtype, device: torch.device, out: torch.Tensor | None = None
+) -> torch.Tensor:
+    """A `[n]` zero tensor, written on one thread on the CPU: fresh, or the first `n` elements
+    of `out` (a contiguous buffer of `dtype` that the caller no longer needs).
 
     `torch.zeros` forks the intra-op thread pool for large `n` (see the module docstring).
     For index dtypes, `repeat_interleave` of one count writes segment 0's index `n` times in one
     plain loop (its one segment is never split across threads; `output_size` spares CUDA a
-    sync); other dtypes take a 1-D `cumsum` of a broadcast zero, a slower scan.
+    sync); other dtypes, and a reused buffer, take a 1-D `cumsum` of a broadcast zero, a slower
+    scan.
     """
-    if dtype in (torch.int32, torch.int64):
+    if out is None and dtype in (torch.int32, torch.int64):
         count = torch.tensor([n], dtype=dtype)
         if device.type != "cpu":
             count = count.to(device=device, non_blocking=True)
         return torch.repeat_interleave(count, output_size=n)
-    return torch.cumsum(torch.zeros(1, dtype=dtype, device=device).expand(n), 0, dtype=dtype)
+    zero = torch.zeros(1, dtype=dtype, device=device).expand(n)
+    if out is None:
+        return torch.cumsum(zero, 0, dtype=dtype)
+    return torch.cumsum(zero, 0, dtype=dtype, out=out[:n])
 
 
 def second_sums(
-    rows: int, at: torch.Tensor, z: torch.Tensor, dtype: torch.dtype, device: torch.device
+    rows: int,
+    at: torch.Tensor,
+    z: torch.Tensor,
+    dtype: torch.dtype,
+    device: torch.device,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """`[rows]` values whose second difference is `z[e]` summed at rows `at[e]`, zero elsewhere
     (CPU int64 `at`, each `<= rows + 1`, and `z`): a piecewise-linear function of the row.
@@ -170,7 +184,7 @@ def second_sums(
     if device.type != "cpu":
         table = torch.stack((at, z)).to(device=device, non_blocking=True)
         at, z = table[0], table[1]
-    buf = zeros(rows + 2, dtype, device)
+    buf = zeros(rows + 2, dtype, device, out)
     buf.index_put_((at,), z.to(dtype), accumulate=True)
     return buf.cumsum_(0).cumsum_(0)[:rows]
 
@@ -183,6 +197,7 @@ def expand(
     slope: int,
     dtype: torch.dtype,
     device: torch.device,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The per-row values `slope * k + d[m]` for row `k` in segment `m`, as a [rows] tensor of
     `dtype` on `device` (a ramp for slope 1, a step for slope 0).
@@ -195,12 +210,55 @@ def expand(
     origin = torch.tensor([0, 1])  # g(k) = slope * k from row 0: 0 at row 0, slope at row 1
     at = torch.cat((origin, starts, starts + 1))
     z = torch.cat((origin * slope, steps, -steps))
-    return second_sums(rows, at, z, dtype, device)
+    return second_sums(rows, at, z, dtype, device, out)
 
 
 def index_dtype(*bounds: int) -> torch.dtype:
     """int32 when every value and increment of an index fits in it, else int64."""
     return torch.int32 if sum(abs(b) for b in bounds) + 2 <= INT32_MAX else torch.int64
+
+
+def positions_and_sources(
+    ch: Chunks, n_src: int, rows: int, device: torch.device, *, index: bool = True
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Rank's position ids (int64, R-POS-2, R-ROLL-1) and gather index (int64, R-ROW-1) from one
+    buffer: `(ids, buffer)`, the index in `buffer[:rows]` and two spare elements after it (the
+    caller may reuse the whole buffer once the gather has read the index); the buffer is None
+    when a padding run is longer than the source, or without `index`.
+
+    Both are ramps of slope 1 on every piece of every chunk: the ids `row + d[0, m]`, the index
+    `row + d[1, m]` on the real rows and, on the padding rows (overwritten with `pad_value`
+    afterwards), the same ramp moved back where it would run past the buffer's last row, so
+    that it never leaves the buffer and needs no clamp. Their first differences then differ by
+    O(B) spikes, at the pieces' starts: one zero buffer, one indexed write and one scan give the
+    ids' first difference, a scan into a fresh buffer the ids; a second indexed write turns the
+    buffer into the index's first difference and a scan in place gives the index. A padding run
+    longer than the source (a bucket far above a tiny batch) cannot be moved inside it.
+    """
+    pos_d, src_d = ch.d[0], ch.d[1]
+    pad_start = ch.starts + ch.real
+    fits = index and bool(ch.pad.max() <= n_src)
+    steps = pos_d - F.pad(pos_d, (1, -1))
+    at = [torch.tensor([1]), ch.starts, ch.starts + 1]  # the ids: slope 1 from row 1 (row 0: 0)
+    z = [torch.tensor([1]), steps, -steps]
+    if fits:
+        real = src_d - pos_d  # index - ids on each chunk's real piece
+        natural = pad_start + src_d  # where the padding piece's ramp would start
+        pad = real + torch.minimum(natural, n_src - ch.pad) - natural  # ... on its padding piece
+        at += [ch.starts, pad_start]
+        z += [real - F.pad(pad, (1, -1)), pad - real]
+    table = torch.stack((torch.cat(at), torch.cat(z)))
+    if device.type != "cpu":
+        table = table.to(device=device, non_blocking=True)
+    n_pos = 1 + 2 * ch.starts.numel()
+    buf = zeros(rows + 2, torch.int64, device)
+    buf.index_put_((table[0, :n_pos],), table[1, :n_pos], accumulate=True)
+    buf.cumsum_(0)
+    if not fits:
+        return buf.cumsum_(0)[:rows], None
+    pos = torch.cumsum(buf, 0)[:rows]
+    buf.index_put_((table[0, n_pos:],), table[1, n_pos:], accumulate=True)
+    return pos, buf.cumsum_(0)
 
 
 def row_sources(

@@ -22,6 +22,7 @@ import impl
 SERIAL_OR_VIEW = {
     "repeat_interleave",  # one count: one plain loop
     "cumsum_",
+    "cumsum",  # a 1-D scan into a fresh or reused buffer
     "index_put_",  # writes O(B) entries (accumulating: serial on the CPU)
     "index_select",  # the gather; 1-D rows: one thread
     "slice",

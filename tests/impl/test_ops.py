@@ -354,3 +354,62 @@ def test_int64_index_gives_the_same_pack(
         assert torch.equal(r32, r64) and torch.equal(p32, p64)
     assert impl.rowmap.index_dtype(2**30, 2**30) == torch.int64
     assert impl.rowmap.index_dtype(2**29, 2**29) == torch.int32
+
+
+@pytest.mark.rules("R-ROW-1", "R-ROW-2", "R-POS-2", "R-ROLL-1")
+@pytest.mark.parametrize("config", CONFIGS, ids=["cp1", "zigzag-cp4", "contig-cp3-fp8"])
+def test_index_on_its_own_gives_the_same_pack(
+    config: impl.PackConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gather index built in the position ids' buffer and the one built on its own (taken
+    when a padding run is longer than the source, or with autograd) give the same pack."""
+    import impl.pack as pack_module
+
+    lengths = [5, 0, 37, 1, 64, 19]
+    seqs = [torch.arange(n, dtype=torch.int64) * 10 + i for i, n in enumerate(lengths)]
+    nested = torch.nested.nested_tensor(seqs, layout=torch.jagged)
+
+    def packs() -> list[tuple[torch.Tensor, torch.Tensor]]:
+        return [
+            impl.pack_thd(batch, config, rank, need_roll=roll, pad_value=-1)[:2]
+            for rank in range(config.cp_size)
+            for batch in (seqs, nested)
+            for roll in (False, True)
+        ]
+
+    shared = packs()
+    own = pack_module.positions_and_sources
+    monkeypatch.setattr(pack_module, "positions_and_sources",
+                        lambda *args, index=True: own(*args, index=False))
+    alone = packs()
+    for (r1, p1), (r2, p2) in zip(shared, alone, strict=True):
+        assert torch.equal(r1, r2) and torch.equal(p1, p2)
+
+
+@pytest.mark.rules("R-ROW-1", "R-ROW-2", "R-POS-2")
+@pytest.mark.parametrize(("bucket", "alone"), [(6, False), (7, True)])
+def test_padding_run_as_long_as_the_source(
+    bucket: int, alone: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A padding run of exactly the source's rows still fits in the shared buffer's index
+    (moved back to start at row 0); one row longer takes the index on its own. Both give the
+    reference's pack."""
+    import numpy as np
+
+    import impl.pack as pack_module
+    import reference as ref
+
+    calls: list[int] = []
+    own = pack_module.gather_index
+    monkeypatch.setattr(pack_module, "gather_index",
+                        lambda *args: calls.append(1) or own(*args))  # type: ignore[func-returns-value]
+    seqs = [torch.tensor([7, 8, 9])]
+    rows, pos, _ = impl.pack_thd(seqs, impl.PackConfig(bucket=bucket), 0, pad_value=-1)
+    ref_config = ref.PackConfig(bucket=bucket)
+    want_rows, want_pos, ref_plan = ref.pack_thd([s.numpy() for s in seqs], ref_config, 0,
+                                                 pad_value=-1)
+    rows_ok, pos_ok = ref.specified_slots(ref_plan, ref_config, 0, False)
+    assert bool(calls) == alone
+    assert rows_ok.all() and pos_ok.sum() >= 3
+    np.testing.assert_array_equal(rows.numpy(), want_rows)
+    np.testing.assert_array_equal(pos.numpy()[pos_ok], want_pos[pos_ok])
