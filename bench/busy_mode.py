@@ -5,6 +5,15 @@ process per core (`bench.busy`), in alternating rounds within one run: impl (lis
 input), verl and the floor, under torch's default thread count. A trainer's host is rarely idle,
 and torch's CPU thread pool stalls there (issue 15). Benchmarks, never timed tests: the goals
 are ratios, reported as met or not.
+
+Two more timings per case say what any pack of this design must pay, so that a goal against the
+floor can be read as reachable or not: `fixed`, impl's call on B one-row sequences of the same
+payload and config (its planning on the host: the same ops, on rows too few to cost anything),
+and `rowmap`, one `index_select` through the rank's real row map (what the gather costs once the
+index is known; the floor gathers a sequential index instead). impl's call is `fixed` (the same
+ops: the count does not depend on the rows) plus its passes over the rows, one of which is that
+gather, so `fixed + rowmap` estimates the least it can take; where that is above 5x the floor,
+no change to the passes over the rows can meet that goal.
 """
 
 from __future__ import annotations
@@ -18,10 +27,12 @@ from typing import Any
 import torch
 
 import impl
+from impl.rowmap import row_sources
 
 from .batches import draw_lengths, make_batch
 from .busy import busy_load, load_average
 from .competitors import Verl
+from .probes import count_ops
 from .timing import ratio, summary, time_calls
 
 BATCH = 256
@@ -40,6 +51,14 @@ def _phase(mode: str, seconds: float) -> Iterator[int]:
         yield 0
 
 
+def rowmap_index(plan: impl.Plan, config: impl.PackConfig, rank: int) -> torch.Tensor:
+    """Rank `rank`'s gather index into the batch's flat rows: each real row's source row, row 0
+    on padding rows (R-ROW-1; what a packer that already knew its row map would gather)."""
+    seq, offset, real = row_sources(plan, config, rank)
+    starts = plan.cu_seqlens[:-1].to(torch.int64)
+    return torch.where(real, starts[seq] + offset, 0)
+
+
 def busy_case(tp: int, cp: int, bucket: int | None, payload: str, seqs: list[torch.Tensor],
               nested: torch.Tensor, verl: Verl | None, reps: dict[str, int], rounds: int,
               seconds: float) -> dict[str, Any]:
@@ -48,12 +67,23 @@ def busy_case(tp: int, cp: int, bucket: int | None, payload: str, seqs: list[tor
     rows, _, plan = impl.pack_thd(nested, config, 0)
     flat = torch.cat(seqs)
     idx = torch.arange(plan.local_rows) % max(flat.shape[0], 1)
+    ridx = rowmap_index(plan, config, 0)
+    tiny = torch.nested.nested_tensor([s[:1] for s in seqs], layout=torch.jagged)
     fns: dict[str, Callable[[], Any]] = {
         "impl": lambda: impl.pack_thd(seqs, config, 0),
         "impl_nested": lambda: impl.pack_thd(nested, config, 0),
         "floor": lambda: torch.index_select(flat, 0, idx),
+        "rowmap": lambda: torch.index_select(flat, 0, ridx),
+        "fixed": lambda: impl.pack_thd(tiny, config, 0),
     }
-    checks = {"list_equals_nested": bool(torch.equal(impl.pack_thd(seqs, config, 0)[0], rows))}
+    _, _, real_mask = row_sources(plan, config, 0)
+    checks = {"list_equals_nested": bool(torch.equal(impl.pack_thd(seqs, config, 0)[0], rows)),
+              "rowmap_gathers_the_real_rows": bool(torch.equal(
+                  torch.index_select(flat, 0, ridx)[real_mask], rows[real_mask])),
+              # `fixed` dispatches the same ops as the pack it stands for (a bucket's tail
+              # padding on the last sequence is 3 ops more there)
+              "ops_impl_nested": sum(count_ops(fns["impl_nested"]).values()),
+              "ops_fixed": sum(count_ops(fns["fixed"]).values())}
     if verl is not None:
         fns["verl"] = verl.pack_fn(nested, tp, cp, 0, bucket)
         checks["verl_rows_equal"] = bool(torch.equal(fns["verl"]()[0][0], rows))
@@ -77,6 +107,12 @@ def busy_case(tp: int, cp: int, bucket: int | None, payload: str, seqs: list[tor
         ratios[f"{key}_over_floor_idle"] = ratio(idle[key], idle["floor"])
         ratios[f"verl_over_{key}_busy"] = ratio(busy.get("verl"), busy[key])
     ratios["floor_busy_over_idle"] = ratio(busy["floor"], idle["floor"])
+    for mode, t in timings.items():  # what the design must pay, in floors (module docstring)
+        bound = {"median_s": t["fixed"]["median_s"] + t["rowmap"]["median_s"]}
+        ratios[f"fixed_over_floor_{mode}"] = ratio(t["fixed"], t["floor"])
+        ratios[f"rowmap_over_floor_{mode}"] = ratio(t["rowmap"], t["floor"])
+        ratios[f"bound_over_floor_{mode}"] = ratio(bound, t["floor"])
+        ratios[f"impl_nested_over_bound_{mode}"] = ratio(t["impl_nested"], bound)
     ratios["verl_busy_over_idle"] = ratio(busy.get("verl"), idle.get("verl"))
     return {"B": BATCH, "tp": tp, "cp": cp, "bucket": bucket, "payload": payload,
             "local_rows": plan.local_rows, "spinners": spinners, "rounds": rounds,
@@ -101,6 +137,14 @@ def busy_goals(cases: list[dict[str, Any]]) -> dict[str, Any]:
             "over_floor_busy_median": statistics.median(floor) if floor else None,
             "over_floor_busy_met": max(floor) <= GOAL_BUSY_OVER_FLOOR if floor else None,
         }
+    bound = [c["ratios"].get("bound_over_floor_busy") for c in sel]
+    bound = [v for v in bound if v is not None]
+    out["bound"] = {  # the same for both input forms: the fixed part is timed on nested input
+        "bound_over_floor_busy_min": min(bound) if bound else None,
+        "bound_over_floor_busy_max": max(bound) if bound else None,
+        # True: in some case impl's fixed cost plus the row-map gather alone is above the goal
+        "floor_goal_ruled_out": max(bound) > GOAL_BUSY_OVER_FLOOR if bound else None,
+    }
     return out
 
 
@@ -152,6 +196,8 @@ def run_busy(seed: int, verl: Verl | None, fast: int, rounds: int,
                           f"{_ms(case['idle']['impl_nested'])} busy "
                           f"{_ms(case['busy']['impl_nested'])} ms (nested); floor idle "
                           f"{_ms(case['idle']['floor'])} busy {_ms(case['busy']['floor'])} ms; "
+                          f"busy fixed {_ms(case['busy']['fixed'])} row-map gather "
+                          f"{_ms(case['busy']['rowmap'])} ms; "
                           f"load {case['load_1m']['busy']:.1f}", flush=True)
     return {"busy_cases": cases, "busy_goals": busy_goals(cases),
             "busy_setup": {"spinners": os.cpu_count(), "rounds": rounds, "repeats": reps,

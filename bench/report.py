@@ -156,12 +156,41 @@ def render_busy(report: dict[str, Any]) -> str:
     out += ["", "### Busy-host goals (B = 256, cp = 4, rank 0; max / median over the cases)", "",
             "| impl input | busy / idle max | median | goal <= 2 | impl / floor (busy) max | "
             "median | goal <= 5 |", "|---|---|---|---|---|---|---|"]
-    for form, g in ((k, v) for k, v in report["busy_goals"].items() if isinstance(v, dict)):
+    for form, g in ((k, v) for k, v in report["busy_goals"].items()
+                    if isinstance(v, dict) and "busy_over_idle_max" in v):  # one per input form
         out.append(f"| {form} | {_x(g['busy_over_idle_max'])} | "
                    f"{_x(g['busy_over_idle_median'])} | {_met(g['busy_over_idle_met'])} | "
                    f"{_x(g['over_floor_busy_max'])} | {_x(g['over_floor_busy_median'])} | "
                    f"{_met(g['over_floor_busy_met'])} |")
+    if all("fixed" in c["busy"] for c in report["busy_cases"]):
+        out += _bound_lines(report)
     return "\n".join(out)
+
+
+def _bound_lines(report: dict[str, Any]) -> list[str]:
+    """What this design must pay, busy (bench/busy_mode.py): impl's fixed cost (B one-row
+    sequences) plus one gather through the real row map, against the floor."""
+    out = ["", "### What any pack of this design pays, busy (median ms; x = over the floor)", "",
+           "| tp | cp | bucket | data | impl nested | fixed (B one-row seqs) | row-map gather | "
+           "floor | fixed / floor | row-map / floor | (fixed + row-map) / floor | "
+           "impl nested / (fixed + row-map) | ops impl / fixed |", "|" + "---|" * 13]
+    for c in report["busy_cases"]:
+        b, r, k = c["busy"], c["ratios"], c["checks"]
+        out.append(
+            f"| {c['tp']} | {c['cp']} | {c['bucket'] or '-'} | {c['payload']} | "
+            f"{_ms(b['impl_nested'])} | {_ms(b['fixed'])} | {_ms(b['rowmap'])} | "
+            f"{_ms(b['floor'])} | {_x(r['fixed_over_floor_busy'])} | "
+            f"{_x(r['rowmap_over_floor_busy'])} | {_x(r['bound_over_floor_busy'])} | "
+            f"{_x(r['impl_nested_over_bound_busy'])} | "
+            f"{k.get('ops_impl_nested', '-')} / {k.get('ops_fixed', '-')} |")
+    g = report["busy_goals"].get("bound") or {}
+    if g.get("bound_over_floor_busy_max") is not None:
+        verdict = ("the 5x goal is out of reach for this design in at least one case"
+                   if g["floor_goal_ruled_out"] else "this bound does not rule the 5x goal out")
+        out += ["", f"B = 256, cp = 4: (fixed + row-map) / floor, busy, "
+                f"{_x(g['bound_over_floor_busy_min'])}-{_x(g['bound_over_floor_busy_max'])}: "
+                f"{verdict}."]
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

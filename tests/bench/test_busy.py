@@ -130,6 +130,63 @@ def test_busy_report_formats_idle_and_busy() -> None:
     assert "0.75" in table and "300" in table and "B=256" in table
 
 
+def _bound_case(cp: int, fixed: float, rowmap: float) -> dict[str, Any]:
+    """A case with the design's bound timed (busy, ms): impl nested 1.0, floor 0.1."""
+    case = _case(cp, {"impl": 2.0, "impl_nested": 1.0, "floor": 0.1},
+                 {"impl": 2.0, "impl_nested": 1.0, "floor": 0.1})
+    for mode in ("idle", "busy"):
+        case[mode]["fixed"], case[mode]["rowmap"] = _t(fixed), _t(rowmap)
+        bound = (fixed + rowmap) / 1e3
+        case["ratios"][f"fixed_over_floor_{mode}"] = fixed / 0.1
+        case["ratios"][f"rowmap_over_floor_{mode}"] = rowmap / 0.1
+        case["ratios"][f"bound_over_floor_{mode}"] = bound / 0.1e-3
+        case["ratios"][f"impl_nested_over_bound_{mode}"] = 1e-3 / bound
+    case["checks"] = {"ops_impl_nested": 112, "ops_fixed": 108}
+    return case
+
+
+@pytest.mark.parametrize(("fixed", "ruled_out"), [(0.45, True), (0.3, False)])
+def test_bound_rules_the_floor_goal_out_only_above_5x(fixed: float, ruled_out: bool) -> None:
+    """(fixed + row-map gather) / floor: 0.45 + 0.08 ms over 0.1 ms is 5.3x, above the goal;
+    0.3 + 0.08 ms is 3.8x, which does not rule it out (cp = 1 cases are not judged)."""
+    cases = [_bound_case(4, fixed, 0.08), _bound_case(4, 0.2, 0.08), _bound_case(1, 9.0, 0.08)]
+    bound = busy_mode.busy_goals(cases)["bound"]
+    assert bound["bound_over_floor_busy_max"] == pytest.approx((fixed + 0.08) / 0.1)
+    assert bound["bound_over_floor_busy_min"] == pytest.approx(min(fixed, 0.2) / 0.1 + 0.8)
+    assert bound["floor_goal_ruled_out"] is ruled_out
+
+
+def test_busy_report_shows_the_bound_when_timed() -> None:
+    cases = [_bound_case(4, 0.45, 0.08)]
+    report = {
+        "meta": {"date_utc": "2026-01-01 00:00", "cpu": "test CPU", "cores": 2,
+                 "torch_threads": 2, "python": "3.11", "torch": "x", "verl": "0.9.1",
+                 "verl_note": "verl 0.9.1", "malloc": "default"},
+        "busy_setup": {"spinners": 2, "rounds": 2, "repeats": {"fast": 15, "verl": 3}},
+        "busy_cases": cases, "busy_goals": busy_mode.busy_goals(cases),
+    }
+    text = report_md.render_busy(report)
+    assert ("| 2 | 4 | 512 | ids | 1 | 0.45 | 0.08 | 0.1 | 4.5 | 0.8 | 5.3 | 1.89 | 112 / 108 |"
+            in text)
+    assert "5.3-5.3: the 5x goal is out of reach for this design in at least one case" in text
+    cases[0]["busy"].pop("fixed")  # a report from before the bound was timed: no section
+    assert "What any pack of this design pays" not in report_md.render_busy(report)
+
+
+def test_rowmap_index_gathers_each_real_row_from_its_source() -> None:
+    """The bound's gather index is the row map's (R-ROW-1), checked against hand-made rows:
+    lengths 3 and 5, cp = 2 zigzag, tp 1 (each sequence padded to 4 and 8, chunks of 1 and
+    2 rows), rank 0 holds chunks 0 and 3 of each sequence."""
+    import impl
+
+    config = impl.PackConfig(cp_size=2)
+    plan = impl.plan_thd([3, 5], config)
+    idx = busy_mode.rowmap_index(plan, config, 0)
+    # seq 0 rows 0..2 at flat 0..2: chunk 0 = offset 0, chunk 3 = offset 3 (padding -> 0);
+    # seq 1 rows 0..4 at flat 3..7: chunk 0 = offsets 0-1, chunk 3 = offsets 6-7 (padding).
+    assert idx.tolist() == [0, 0, 3, 4, 0, 0]
+
+
 def test_compare_loads_a_second_impl_copy_and_interleaves() -> None:
     """bench.compare imports another impl copy under its own name; calls alternate per round."""
     import torch
