@@ -19,9 +19,12 @@ no change to the passes over the rows can meet that goal.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import statistics
+import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -29,9 +32,10 @@ import torch
 import impl
 from impl.rowmap import row_sources
 
-from .batches import draw_lengths, make_batch
+from .batches import MAX_LEN, draw_lengths, make_batch
 from .busy import busy_load, load_average
 from .competitors import Verl
+from .machine import machine, malloc_note
 from .probes import count_ops
 from .timing import ratio, summary, time_calls
 
@@ -39,6 +43,7 @@ BATCH = 256
 GOAL_BUSY_OVER_IDLE = 2.0  # busy impl within 2x of its own idle time
 GOAL_BUSY_OVER_FLOOR = 5.0  # and within 5x of the floor timed under the same load
 FORMS = (("list of tensors", "impl"), ("jagged nested tensor", "impl_nested"))
+DEADLINE_S = 900.0  # each spinner exits by itself after this, whatever happens here
 
 
 @contextlib.contextmanager
@@ -137,15 +142,22 @@ def busy_goals(cases: list[dict[str, Any]]) -> dict[str, Any]:
             "over_floor_busy_median": statistics.median(floor) if floor else None,
             "over_floor_busy_met": max(floor) <= GOAL_BUSY_OVER_FLOOR if floor else None,
         }
+    return out
+
+
+def busy_bound(cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """(fixed + row-map gather) / floor, busy, over the B = 256, cp = 4 cases (module
+    docstring); one for both input forms, as the fixed part is timed on nested input."""
+    sel = [c for c in cases if c["B"] == BATCH and c["cp"] == 4]
     bound = [c["ratios"].get("bound_over_floor_busy") for c in sel]
     bound = [v for v in bound if v is not None]
-    out["bound"] = {  # the same for both input forms: the fixed part is timed on nested input
+    return {
+        "cases": len(bound),
         "bound_over_floor_busy_min": min(bound) if bound else None,
         "bound_over_floor_busy_max": max(bound) if bound else None,
         # True: in some case impl's fixed cost plus the row-map gather alone is above the goal
         "floor_goal_ruled_out": max(bound) > GOAL_BUSY_OVER_FLOOR if bound else None,
     }
-    return out
 
 
 def _ms(entry: dict[str, Any] | None) -> str:
@@ -199,6 +211,46 @@ def run_busy(seed: int, verl: Verl | None, fast: int, rounds: int,
                           f"busy fixed {_ms(case['busy']['fixed'])} row-map gather "
                           f"{_ms(case['busy']['rowmap'])} ms; "
                           f"load {case['load_1m']['busy']:.1f}", flush=True)
-    return {"busy_cases": cases, "busy_goals": busy_goals(cases),
+    return {"busy_cases": cases, "busy_goals": busy_goals(cases), "busy_bound": busy_bound(cases),
             "busy_setup": {"spinners": os.cpu_count(), "rounds": rounds, "repeats": reps,
                            "spinner_deadline_s": seconds}}
+
+
+def _met(value: bool | None) -> str:
+    return "not measured" if value is None else ("met" if value else "NOT met")
+
+
+def busy_main(seed: int, fast: int, rounds: int, out: str, verl: Verl | None,
+              verl_note: str) -> int:
+    """`python -m bench.run --busy`: every case idle and busy, one JSON report at `out`."""
+    info = machine()
+    print(f"allocator: {malloc_note()}")
+    print(f"bench --busy: {info['date_utc']} UTC, {info['cpu']} ({info['cores']} cores, "
+          f"{info['torch_threads']} torch threads, load {info['load_average_1m_at_start']:.1f}),"
+          f" torch {info['torch']}, {verl_note}; {rounds} idle/busy rounds per case, "
+          f"impl/floor {fast} calls and verl 3 per round and mode")
+    started = time.perf_counter()
+    report: dict[str, Any] = {
+        "meta": {**info, "verl_note": verl_note, "mode": "busy", "malloc": malloc_note(),
+                 "seed": seed, "max_len": MAX_LEN},
+        **run_busy(seed, verl, fast, rounds, DEADLINE_S)}
+    report["meta"]["load_average_1m_at_end"] = os.getloadavg()[0]
+    print()
+    print(format_busy_table(report["busy_cases"]))
+    for form, g in report["busy_goals"].items():
+        if not isinstance(g, dict):
+            continue
+        print(f"busy goals at B=256, cp=4, rank 0, impl fed a {form}: busy/idle max "
+              f"{_x(g['busy_over_idle_max'])} (goal <= {GOAL_BUSY_OVER_IDLE:g}: "
+              f"{_met(g['busy_over_idle_met'])}); busy impl/floor max "
+              f"{_x(g['over_floor_busy_max'])} (goal <= {GOAL_BUSY_OVER_FLOOR:g}: "
+              f"{_met(g['over_floor_busy_met'])})")
+    bound = report["busy_bound"]
+    print(f"(fixed + row-map gather) / floor, busy: {_x(bound['bound_over_floor_busy_min'])}-"
+          f"{_x(bound['bound_over_floor_busy_max'])}; 5x floor goal ruled out for this design: "
+          f"{bound['floor_goal_ruled_out']}")
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=1))
+    print(f"\nwrote {path} ({time.perf_counter() - started:.0f} s)")
+    return 0

@@ -189,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--cp", type=int, default=4)
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
-    from bench.run import machine
+    from bench.machine import machine
 
     verl = None
     verl_note = "disabled (--no-verl)"

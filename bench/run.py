@@ -12,11 +12,9 @@ here fails on a slow number; the goals are reported as met or not.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import gc
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -31,13 +29,9 @@ import torch
 import impl
 
 from .batches import MAX_LEN, PAYLOADS, draw_lengths, make_batch
-from .busy_mode import (
-    GOAL_BUSY_OVER_FLOOR,
-    GOAL_BUSY_OVER_IDLE,
-    format_busy_table,
-    run_busy,
-)
+from .busy_mode import busy_main
 from .competitors import Verl, load_reference
+from .machine import STEADY_MMAP, STEADY_TRIM, machine, malloc_note
 from .probes import (
     count_ops,
     cuda_section,
@@ -52,7 +46,6 @@ from .timing import ratio, summary, time_calls, time_ranks
 __all__ = ["count_ops", "goals", "malloc_note", "ratio", "main"]
 
 DEFAULT_OUT = "reports/bench.json"
-BUSY_DEADLINE_S = 900.0  # each spinner exits by itself after this, whatever happens here
 GOAL_VERL_SPEEDUP = 100.0  # impl at least 100x faster than verl at B = 256, cp = 4
 GOAL_FLOOR_RATIO = 5.0  # and within 5x of the gather floor
 
@@ -160,44 +153,6 @@ def run_case(batch: int, tp: int, cp: int, bucket: int | None, payload: str,
 # --------------------------------------------------------------------------- report
 
 
-def machine() -> dict[str, Any]:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
-            if line.startswith("Model name:"):
-                cpu = line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    from importlib import metadata
-
-    try:
-        verl_version: str | None = metadata.version("verl")
-    except metadata.PackageNotFoundError:
-        verl_version = None
-    root = Path(__file__).resolve().parent.parent
-    commits = {}
-    for key, args in (("head", ["HEAD"]), ("impl", ["HEAD", "--", "impl"])):
-        try:
-            commits[key] = subprocess.run(
-                ["git", "log", "-1", "--format=%h", *args], capture_output=True, text=True,
-                cwd=root).stdout.strip() or None
-        except OSError:
-            commits[key] = None
-    dirty: list[str] | None = None
-    try:
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "impl", "bench"],
-                               capture_output=True, text=True, cwd=root).stdout.splitlines()
-    except OSError:
-        pass
-    return {"commit": commits["head"], "impl_commit": commits["impl"],
-            "impl_or_bench_uncommitted_changes": dirty,
-            "date_utc": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M"), "cpu": cpu,
-            "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-            "python": platform.python_version(), "torch": torch.__version__,
-            "numpy": np.__version__, "verl": verl_version,
-            "load_average_1m_at_start": os.getloadavg()[0]}
-
-
 def _ms(entry: dict[str, Any] | None) -> str:
     return "-" if not entry else f"{entry['median_s'] * 1e3:.3g}"
 
@@ -261,18 +216,6 @@ def goals(cases: list[dict[str, Any]]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- main
 
 
-STEADY_MMAP = str(2**32)  # bytes; above every buffer here, so nothing is mmapped per call
-STEADY_TRIM = str(2**36)  # never give the heap's top back to the OS
-
-
-def malloc_note() -> str:
-    """Which glibc allocator settings this process runs under (they change CPU timings)."""
-    mmap, trim = os.environ.get("MALLOC_MMAP_THRESHOLD_"), os.environ.get("MALLOC_TRIM_THRESHOLD_")
-    if mmap is None and trim is None:
-        return "default (glibc's dynamic mmap/trim thresholds)"
-    return f"steady (MALLOC_MMAP_THRESHOLD_={mmap}, MALLOC_TRIM_THRESHOLD_={trim})"
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true",
@@ -321,7 +264,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         except Exception as exc:  # noqa: BLE001 - any failure to load means "not measured"
             verl_note = f"not measured: {exc}"
     if args.busy:
-        return busy_main(args, verl, verl_note)
+        out = "reports/bench-busy.json" if args.out == DEFAULT_OUT else args.out
+        return busy_main(args.seed, args.repeats or 15, args.rounds, out, verl, verl_note)
     reference = None if args.no_reference else load_reference()
 
     batches = args.batches or ((32, 256) if args.quick else (32, 256, 1024))
@@ -433,36 +377,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     report["meta"]["load_average_1m_at_end"] = os.getloadavg()[0]
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=1))
-    print(f"\nwrote {out} ({time.perf_counter() - started:.0f} s)")
-    return 0
-
-
-def busy_main(args: argparse.Namespace, verl: Verl | None, verl_note: str) -> int:
-    """`--busy`: idle and busy timings of the B = 256 cases side by side, one JSON report."""
-    info = machine()
-    fast = args.repeats or 15
-    print(f"allocator: {malloc_note()}")
-    print(f"bench --busy: {info['date_utc']} UTC, {info['cpu']} ({info['cores']} cores, "
-          f"{info['torch_threads']} torch threads, load {info['load_average_1m_at_start']:.1f}),"
-          f" torch {info['torch']}, {verl_note}; {args.rounds} idle/busy rounds per case, "
-          f"impl/floor {fast} calls and verl 3 per round and mode")
-    started = time.perf_counter()
-    report: dict[str, Any] = {
-        "meta": {**info, "verl_note": verl_note, "mode": "busy", "malloc": malloc_note(),
-                 "seed": args.seed, "max_len": MAX_LEN},
-        **run_busy(args.seed, verl, fast, args.rounds, BUSY_DEADLINE_S)}
-    report["meta"]["load_average_1m_at_end"] = os.getloadavg()[0]
-    print()
-    print(format_busy_table(report["busy_cases"]))
-    for form, g in ((k, v) for k, v in report["busy_goals"].items() if isinstance(v, dict)):
-        print(f"busy goals at B=256, cp=4, rank 0, impl fed a {form}: busy/idle max "
-              f"{_x(g['busy_over_idle_max'])} (goal <= {GOAL_BUSY_OVER_IDLE:g}: "
-              f"{_met(g['busy_over_idle_met'])}); busy impl/floor max "
-              f"{_x(g['over_floor_busy_max'])} (goal <= {GOAL_BUSY_OVER_FLOOR:g}: "
-              f"{_met(g['over_floor_busy_met'])})")
-    out = Path("reports/bench-busy.json" if args.out == DEFAULT_OUT else args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1))
     print(f"\nwrote {out} ({time.perf_counter() - started:.0f} s)")

@@ -6,8 +6,8 @@ from typing import Any
 
 import torch
 
+from bench import machine, run
 from bench import report as report_md
-from bench import run
 
 
 def _timing(ms: float) -> dict[str, Any]:
@@ -98,8 +98,8 @@ def test_malloc_note_names_the_allocator_settings(monkeypatch: Any) -> None:
     """The report says under which glibc thresholds the timings were taken."""
     monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
     monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
-    assert run.malloc_note().startswith("default")
+    assert machine.malloc_note().startswith("default")
     monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", run.STEADY_MMAP)
     monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", run.STEADY_TRIM)
-    note = run.malloc_note()
+    note = machine.malloc_note()
     assert note.startswith("steady") and run.STEADY_MMAP in note and run.STEADY_TRIM in note

@@ -119,6 +119,7 @@ def test_busy_report_formats_idle_and_busy() -> None:
                  "verl_note": "verl 0.9.1", "malloc": "default"},
         "busy_setup": {"spinners": 2, "rounds": 2, "repeats": {"fast": 15, "verl": 3}},
         "busy_cases": cases, "busy_goals": busy_mode.busy_goals(cases),
+        "busy_bound": busy_mode.busy_bound(cases),
     }
     text = report_md.render_busy(report)
     assert ("| 2 | 4 | 512 | ids | 100 | 0.5 / 2.5 | 1 | 1.5 | 0.5 | 0.75 | 150 | 300 | 0.125 "
@@ -150,7 +151,8 @@ def test_bound_rules_the_floor_goal_out_only_above_5x(fixed: float, ruled_out: b
     """(fixed + row-map gather) / floor: 0.45 + 0.08 ms over 0.1 ms is 5.3x, above the goal;
     0.3 + 0.08 ms is 3.8x, which does not rule it out (cp = 1 cases are not judged)."""
     cases = [_bound_case(4, fixed, 0.08), _bound_case(4, 0.2, 0.08), _bound_case(1, 9.0, 0.08)]
-    bound = busy_mode.busy_goals(cases)["bound"]
+    bound = busy_mode.busy_bound(cases)
+    assert bound["cases"] == 2
     assert bound["bound_over_floor_busy_max"] == pytest.approx((fixed + 0.08) / 0.1)
     assert bound["bound_over_floor_busy_min"] == pytest.approx(min(fixed, 0.2) / 0.1 + 0.8)
     assert bound["floor_goal_ruled_out"] is ruled_out
@@ -164,6 +166,7 @@ def test_busy_report_shows_the_bound_when_timed() -> None:
                  "verl_note": "verl 0.9.1", "malloc": "default"},
         "busy_setup": {"spinners": 2, "rounds": 2, "repeats": {"fast": 15, "verl": 3}},
         "busy_cases": cases, "busy_goals": busy_mode.busy_goals(cases),
+        "busy_bound": busy_mode.busy_bound(cases),
     }
     text = report_md.render_busy(report)
     assert ("| 2 | 4 | 512 | ids | 1 | 0.45 | 0.08 | 0.1 | 4.5 | 0.8 | 5.3 | 1.89 | 112 / 108 |"
@@ -204,3 +207,30 @@ def test_compare_loads_a_second_impl_copy_and_interleaves() -> None:
     times = compare.interleaved([lambda: calls.append("a"), lambda: calls.append("b")], 3)
     assert [len(t) for t in times] == [3, 3]
     assert calls == ["a", "b"] + ["a", "b"] * 3  # one warm-up each, then alternating
+
+
+def test_busy_main_prints_and_writes_a_report_that_renders(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The CLI glue end to end on made-up cases (no timing): every goal and the bound reach
+    the terminal and the JSON, and `bench.report` renders that JSON."""
+    import json
+
+    cases = [_bound_case(4, 0.45, 0.08)]
+
+    def fake_run_busy(seed: int, verl: Any, fast: int, rounds: int,
+                      seconds: float) -> dict[str, Any]:
+        return {"busy_cases": cases, "busy_goals": busy_mode.busy_goals(cases),
+                "busy_bound": busy_mode.busy_bound(cases),
+                "busy_setup": {"spinners": 2, "rounds": rounds,
+                               "repeats": {"fast": fast, "verl": 3}}}
+
+    monkeypatch.setattr(busy_mode, "run_busy", fake_run_busy)
+    out = tmp_path / "busy.json"
+    assert busy_mode.busy_main(0, 15, 2, str(out), None, "disabled (--no-verl)") == 0
+    printed = capsys.readouterr().out
+    assert "impl fed a jagged nested tensor" in printed and "impl fed a list of tensors" in printed
+    assert "5x floor goal ruled out for this design: True" in printed
+    report = json.loads(out.read_text())
+    assert report["busy_bound"]["floor_goal_ruled_out"] is True
+    assert "out of reach for this design" in report_md.render_busy(report)
