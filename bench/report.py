@@ -182,11 +182,12 @@ def _bound_lines(report: dict[str, Any]) -> list[str]:
             f"{_x(r['rowmap_over_floor_busy'])} | {_x(r['bound_over_floor_busy'])} | "
             f"{_x(r['impl_nested_over_bound_busy'])} | "
             f"{k.get('ops_impl_nested', '-')} / {k.get('ops_fixed', '-')} |")
-    g = report.get("busy_bound") or {}
-    if g.get("bound_over_floor_busy_max") is not None:
+    for payload, g in (report.get("busy_bound") or {}).items():
+        if g.get("bound_over_floor_busy_max") is None:
+            continue
         verdict = ("the 5x goal is out of reach for this design in at least one case"
                    if g["floor_goal_ruled_out"] else "this bound does not rule the 5x goal out")
-        out += ["", f"B = 256, cp = 4: (fixed + row-map) / floor, busy, "
+        out += ["", f"{payload}, B = 256, cp = 4: (fixed + row-map) / floor, busy, "
                 f"{_x(g['bound_over_floor_busy_min'])}-{_x(g['bound_over_floor_busy_max'])}: "
                 f"{verdict}."]
     return out

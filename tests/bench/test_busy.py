@@ -151,7 +151,11 @@ def test_bound_rules_the_floor_goal_out_only_above_5x(fixed: float, ruled_out: b
     """(fixed + row-map gather) / floor: 0.45 + 0.08 ms over 0.1 ms is 5.3x, above the goal;
     0.3 + 0.08 ms is 3.8x, which does not rule it out (cp = 1 cases are not judged)."""
     cases = [_bound_case(4, fixed, 0.08), _bound_case(4, 0.2, 0.08), _bound_case(1, 9.0, 0.08)]
-    bound = busy_mode.busy_bound(cases)
+    stalled = _bound_case(4, 0.2, 9.0)  # another payload's stalled gather: not counted for ids
+    stalled["payload"] = "f32x8"
+    both = busy_mode.busy_bound([*cases, stalled])
+    assert set(both) == {"ids", "f32x8"} and both["f32x8"]["floor_goal_ruled_out"] is True
+    bound = both["ids"]
     assert bound["cases"] == 2
     assert bound["bound_over_floor_busy_max"] == pytest.approx((fixed + 0.08) / 0.1)
     assert bound["bound_over_floor_busy_min"] == pytest.approx(min(fixed, 0.2) / 0.1 + 0.8)
@@ -171,7 +175,8 @@ def test_busy_report_shows_the_bound_when_timed() -> None:
     text = report_md.render_busy(report)
     assert ("| 2 | 4 | 512 | ids | 1 | 0.45 | 0.08 | 0.1 | 4.5 | 0.8 | 5.3 | 1.89 | 112 / 108 |"
             in text)
-    assert "5.3-5.3: the 5x goal is out of reach for this design in at least one case" in text
+    assert ("ids, B = 256, cp = 4: (fixed + row-map) / floor, busy, 5.3-5.3: the 5x goal is out "
+            "of reach for this design in at least one case") in text
     cases[0]["busy"].pop("fixed")  # a report from before the bound was timed: no section
     assert "What any pack of this design pays" not in report_md.render_busy(report)
 
@@ -230,7 +235,8 @@ def test_busy_main_prints_and_writes_a_report_that_renders(
     assert busy_mode.busy_main(0, 15, 2, str(out), None, "disabled (--no-verl)") == 0
     printed = capsys.readouterr().out
     assert "impl fed a jagged nested tensor" in printed and "impl fed a list of tensors" in printed
-    assert "5x floor goal ruled out for this design: True" in printed
+    assert "ids: (fixed + row-map gather) / floor, busy: 5.3-5.3; 5x floor goal ruled out for " \
+        "this design: True" in printed
     report = json.loads(out.read_text())
-    assert report["busy_bound"]["floor_goal_ruled_out"] is True
+    assert report["busy_bound"]["ids"]["floor_goal_ruled_out"] is True
     assert "out of reach for this design" in report_md.render_busy(report)
