@@ -143,6 +143,7 @@ def _bound_case(cp: int, fixed: float, rowmap: float) -> dict[str, Any]:
         case["ratios"][f"bound_over_floor_{mode}"] = bound / 0.1e-3
         case["ratios"][f"impl_nested_over_bound_{mode}"] = 1e-3 / bound
     case["checks"] = {"ops_impl_nested": 112, "ops_fixed": 108}
+    case["row_dims"] = 1
     return case
 
 
@@ -151,10 +152,12 @@ def test_bound_rules_the_floor_goal_out_only_above_5x(fixed: float, ruled_out: b
     """(fixed + row-map gather) / floor: 0.45 + 0.08 ms over 0.1 ms is 5.3x, above the goal;
     0.3 + 0.08 ms is 3.8x, which does not rule it out (cp = 1 cases are not judged)."""
     cases = [_bound_case(4, fixed, 0.08), _bound_case(4, 0.2, 0.08), _bound_case(1, 9.0, 0.08)]
-    stalled = _bound_case(4, 0.2, 9.0)  # another payload's stalled gather: not counted for ids
-    stalled["payload"] = "f32x8"
+    stalled = _bound_case(4, 0.2, 9.0)  # rows with trailing dims, a stalled 2-D gather:
+    stalled["payload"], stalled["row_dims"] = "f32x8", 2  # not counted for ids, no verdict
     both = busy_mode.busy_bound([*cases, stalled])
-    assert set(both) == {"ids", "f32x8"} and both["f32x8"]["floor_goal_ruled_out"] is True
+    assert set(both) == {"ids", "f32x8"}
+    assert both["f32x8"]["bound_over_floor_busy_max"] == pytest.approx(92.0)
+    assert both["f32x8"]["floor_goal_ruled_out"] is None
     bound = both["ids"]
     assert bound["cases"] == 2
     assert bound["bound_over_floor_busy_max"] == pytest.approx((fixed + 0.08) / 0.1)
@@ -177,6 +180,11 @@ def test_busy_report_shows_the_bound_when_timed() -> None:
             in text)
     assert ("ids, B = 256, cp = 4: (fixed + row-map) / floor, busy, 5.3-5.3: the 5x goal is out "
             "of reach for this design in at least one case") in text
+    two_d = _bound_case(4, 0.45, 0.08)
+    two_d["payload"], two_d["row_dims"] = "f32x8", 2
+    report["busy_bound"] = busy_mode.busy_bound([*cases, two_d])
+    assert "f32x8, B = 256, cp = 4: (fixed + row-map) / floor, busy, 5.3-5.3: no verdict" in \
+        report_md.render_busy(report)
     cases[0]["busy"].pop("fixed")  # a report from before the bound was timed: no section
     assert "What any pack of this design pays" not in report_md.render_busy(report)
 
