@@ -413,7 +413,9 @@ def padding_rows(
     out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The `count` padding rows as an int64 index (taken while that index and the gather index
-    stay within 8 bytes per output row; otherwise `padding_mask`).
+    stay within 8 bytes per output row; otherwise `padding_mask`), written into `out` when the
+    caller hands over a buffer it no longer needs (the spent row-map buffer of
+    `positions_and_sources`, rows + 2 int64), else into a fresh one.
 
     Filling only the padding rows (`index_fill_`) instead of masking the whole output
     (`masked_fill_`) saves a full pass over the rows. Chunk `m`'s padding rows follow its real
