@@ -90,6 +90,18 @@ def _case(cp: int, idle: dict[str, float], busy_ms: dict[str, float]) -> dict[st
             "load_1m": {"idle": 0.5, "busy": 2.5}, "idle": i, "busy": b, "ratios": ratios}
 
 
+def _report(cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """A busy-mode report as `bench.run --busy` writes it, around made-up cases."""
+    return {
+        "meta": {"date_utc": "2026-01-01 00:00", "cpu": "test CPU", "cores": 2,
+                 "torch_threads": 2, "python": "3.11", "torch": "x", "verl": "0.9.1",
+                 "verl_note": "verl 0.9.1", "malloc": "default"},
+        "busy_setup": {"spinners": 2, "rounds": 2, "repeats": {"fast": 15, "verl": 3}},
+        "busy_cases": cases, "busy_goals": busy_mode.busy_goals(cases),
+        "busy_bound": busy_mode.busy_bound(cases),
+    }
+
+
 def test_busy_goals_take_the_worst_cp4_case() -> None:
     cases = [
         _case(4, {"impl": 1.0, "impl_nested": 0.5, "floor": 0.1},
@@ -113,14 +125,7 @@ def test_busy_goals_take_the_worst_cp4_case() -> None:
 def test_busy_report_formats_idle_and_busy() -> None:
     cases = [_case(4, {"impl": 1.0, "impl_nested": 0.5, "floor": 0.125, "verl": 150.0},
                    {"impl": 1.5, "impl_nested": 0.75, "floor": 0.25, "verl": 300.0})]
-    report = {
-        "meta": {"date_utc": "2026-01-01 00:00", "cpu": "test CPU", "cores": 2,
-                 "torch_threads": 2, "python": "3.11", "torch": "x", "verl": "0.9.1",
-                 "verl_note": "verl 0.9.1", "malloc": "default"},
-        "busy_setup": {"spinners": 2, "rounds": 2, "repeats": {"fast": 15, "verl": 3}},
-        "busy_cases": cases, "busy_goals": busy_mode.busy_goals(cases),
-        "busy_bound": busy_mode.busy_bound(cases),
-    }
+    report = _report(cases)
     text = report_md.render_busy(report)
     assert ("| 2 | 4 | 512 | ids | 100 | 0.5 / 2.5 | 1 | 1.5 | 0.5 | 0.75 | 150 | 300 | 0.125 "
             "| 0.25 | 1.5 | 3 | 1.5 | 6 |") in text
@@ -167,14 +172,7 @@ def test_bound_rules_the_floor_goal_out_only_above_5x(fixed: float, ruled_out: b
 
 def test_busy_report_shows_the_bound_when_timed() -> None:
     cases = [_bound_case(4, 0.45, 0.08)]
-    report = {
-        "meta": {"date_utc": "2026-01-01 00:00", "cpu": "test CPU", "cores": 2,
-                 "torch_threads": 2, "python": "3.11", "torch": "x", "verl": "0.9.1",
-                 "verl_note": "verl 0.9.1", "malloc": "default"},
-        "busy_setup": {"spinners": 2, "rounds": 2, "repeats": {"fast": 15, "verl": 3}},
-        "busy_cases": cases, "busy_goals": busy_mode.busy_goals(cases),
-        "busy_bound": busy_mode.busy_bound(cases),
-    }
+    report = _report(cases)
     text = report_md.render_busy(report)
     assert ("| 2 | 4 | 512 | ids | 1 | 0.45 | 0.08 | 0.1 | 4.5 | 0.8 | 5.3 | 1.89 | 112 / 108 |"
             in text)
