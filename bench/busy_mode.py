@@ -86,7 +86,7 @@ def busy_case(tp: int, cp: int, bucket: int | None, payload: str, seqs: list[tor
               "rowmap_gathers_the_real_rows": bool(torch.equal(
                   torch.index_select(flat, 0, ridx)[real_mask], rows[real_mask])),
               # `fixed` dispatches the same ops as the pack it stands for (a bucket's tail
-              # padding on the last sequence is 3 ops more there)
+              # padding on the last sequence is 4 ops more there)
               "ops_impl_nested": sum(count_ops(fns["impl_nested"]).values()),
               "ops_fixed": sum(count_ops(fns["fixed"]).values())}
     if verl is not None:
