@@ -12,17 +12,9 @@ import json
 import sys
 from typing import Any
 
-
-def _ms(entry: dict[str, Any] | None) -> str:
-    return "-" if not entry else f"{entry['median_s'] * 1e3:.3g}"
-
-
-def _x(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3g}"
-
-
-def _met(value: bool | None) -> str:
-    return "not measured" if value is None else ("met" if value else "not met")
+from .timing import fmt_met as _met
+from .timing import fmt_ms as _ms
+from .timing import fmt_x as _x
 
 
 def _machine_lines(meta: dict[str, Any]) -> list[str]:

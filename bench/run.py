@@ -41,7 +41,9 @@ from .probes import (
     rss_probe,
     rss_probe_child,
 )
-from .timing import ratio, summary, time_calls, time_ranks
+from .timing import fmt_met, ratio, summary, time_calls, time_ranks
+from .timing import fmt_ms as _ms
+from .timing import fmt_x as _x
 
 __all__ = ["count_ops", "goals", "malloc_note", "ratio", "main"]
 
@@ -151,18 +153,6 @@ def run_case(batch: int, tp: int, cp: int, bucket: int | None, payload: str,
     return case
 
 # --------------------------------------------------------------------------- report
-
-
-def _ms(entry: dict[str, Any] | None) -> str:
-    return "-" if not entry else f"{entry['median_s'] * 1e3:.3g}"
-
-
-def _x(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3g}"
-
-
-def _met(value: bool | None) -> str:
-    return "not measured" if value is None else ("met" if value else "NOT met")
 
 
 def format_table(cases: list[dict[str, Any]]) -> str:
@@ -319,10 +309,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for form, g in ((k, v) for k, v in report["goals"].items() if isinstance(v, dict)):
         print(f"goals at B=256, cp=4, rank 0, impl fed a {form}: verl/impl min "
               f"{_x(g['verl_over_impl_min'])} median {_x(g['verl_over_impl_median'])} "
-              f"(goal >= {GOAL_VERL_SPEEDUP:g}: {_met(g['verl_speedup_met'])});"
+              f"(goal >= {GOAL_VERL_SPEEDUP:g}: {fmt_met(g['verl_speedup_met'], 'NOT met')});"
               f" impl/floor max {_x(g['impl_over_floor_max'])} median "
               f"{_x(g['impl_over_floor_median'])} (goal <= {GOAL_FLOOR_RATIO:g}: "
-              f"{_met(g['floor_met'])})"
+              f"{fmt_met(g['floor_met'], 'NOT met')})"
               + (f"; impl/(copy of the batch + floor) max {_x(g['impl_over_cat_floor_max'])}"
                  if "impl_over_cat_floor_max" in g else ""))
     bad = [c for c in cases if not all(v for v in c["checks"].values())]

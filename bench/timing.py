@@ -60,3 +60,19 @@ def ratio(num: dict[str, Any] | None, den: dict[str, Any] | None) -> float | Non
     if not num or not den or den["median_s"] <= 0:
         return None
     return float(num["median_s"] / den["median_s"])
+
+
+def fmt_ms(entry: dict[str, Any] | None) -> str:
+    """A `summary`'s median in ms (three significant digits); "-" where nothing was timed."""
+    return "-" if not entry else f"{entry['median_s'] * 1e3:.3g}"
+
+
+def fmt_x(value: float | None) -> str:
+    """A ratio (three significant digits); "-" where it could not be taken."""
+    return "-" if value is None else f"{value:.3g}"
+
+
+def fmt_met(value: bool | None, miss: str = "not met") -> str:
+    """A goal's verdict: "met", `miss`, or "not measured"."""
+    return "not measured" if value is None else ("met" if value else miss)
+
