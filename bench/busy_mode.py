@@ -37,7 +37,9 @@ from .busy import busy_load, load_average
 from .competitors import Verl
 from .machine import machine, malloc_note
 from .probes import count_ops
-from .timing import ratio, summary, time_calls
+from .timing import fmt_met, ratio, summary, time_calls
+from .timing import fmt_ms as _ms
+from .timing import fmt_x as _x
 
 BATCH = 256
 GOAL_BUSY_OVER_IDLE = 2.0  # busy impl within 2x of its own idle time
@@ -56,12 +58,14 @@ def _phase(mode: str, seconds: float) -> Iterator[int]:
         yield 0
 
 
-def rowmap_index(plan: impl.Plan, config: impl.PackConfig, rank: int) -> torch.Tensor:
+def rowmap_index(plan: impl.Plan, config: impl.PackConfig,
+                 rank: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Rank `rank`'s gather index into the batch's flat rows: each real row's source row, row 0
-    on padding rows (R-ROW-1; what a packer that already knew its row map would gather)."""
+    on padding rows (R-ROW-1; what a packer that already knew its row map would gather), and
+    the bool mask of its real rows."""
     seq, offset, real = row_sources(plan, config, rank)
     starts = plan.cu_seqlens[:-1].to(torch.int64)
-    return torch.where(real, starts[seq] + offset, 0)
+    return torch.where(real, starts[seq] + offset, 0), real
 
 
 def busy_case(tp: int, cp: int, bucket: int | None, payload: str, seqs: list[torch.Tensor],
@@ -72,7 +76,7 @@ def busy_case(tp: int, cp: int, bucket: int | None, payload: str, seqs: list[tor
     rows, _, plan = impl.pack_thd(nested, config, 0)
     flat = torch.cat(seqs)
     idx = torch.arange(plan.local_rows) % max(flat.shape[0], 1)
-    ridx = rowmap_index(plan, config, 0)
+    ridx, real_mask = rowmap_index(plan, config, 0)
     tiny = torch.nested.nested_tensor([s[:1] for s in seqs], layout=torch.jagged)
     fns: dict[str, Callable[[], Any]] = {
         "impl": lambda: impl.pack_thd(seqs, config, 0),
@@ -81,7 +85,6 @@ def busy_case(tp: int, cp: int, bucket: int | None, payload: str, seqs: list[tor
         "rowmap": lambda: torch.index_select(flat, 0, ridx),
         "fixed": lambda: impl.pack_thd(tiny, config, 0),
     }
-    _, _, real_mask = row_sources(plan, config, 0)
     checks = {"list_equals_nested": bool(torch.equal(impl.pack_thd(seqs, config, 0)[0], rows)),
               "rowmap_gathers_the_real_rows": bool(torch.equal(
                   torch.index_select(flat, 0, ridx)[real_mask], rows[real_mask])),
@@ -173,14 +176,6 @@ def busy_bound(cases: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _ms(entry: dict[str, Any] | None) -> str:
-    return "-" if not entry else f"{entry['median_s'] * 1e3:.3g}"
-
-
-def _x(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3g}"
-
-
 def format_busy_table(cases: list[dict[str, Any]]) -> str:
     """Plain-text table for the terminal: idle | busy medians (ms) and the goal ratios."""
     head = (f"{'tp':>2} {'cp':>2} {'bkt':>4} {'data':>5} | {'impl':>6} {'nest':>6} {'verl':>6} "
@@ -229,10 +224,6 @@ def run_busy(seed: int, verl: Verl | None, fast: int, rounds: int,
                            "spinner_deadline_s": seconds}}
 
 
-def _met(value: bool | None) -> str:
-    return "not measured" if value is None else ("met" if value else "NOT met")
-
-
 def busy_main(seed: int, fast: int, rounds: int, out: str, verl: Verl | None,
               verl_note: str) -> int:
     """`python -m bench.run --busy`: every case idle and busy, one JSON report at `out`."""
@@ -255,9 +246,9 @@ def busy_main(seed: int, fast: int, rounds: int, out: str, verl: Verl | None,
             continue
         print(f"busy goals at B=256, cp=4, rank 0, impl fed a {form}: busy/idle max "
               f"{_x(g['busy_over_idle_max'])} (goal <= {GOAL_BUSY_OVER_IDLE:g}: "
-              f"{_met(g['busy_over_idle_met'])}); busy impl/floor max "
+              f"{fmt_met(g['busy_over_idle_met'], 'NOT met')}); busy impl/floor max "
               f"{_x(g['over_floor_busy_max'])} (goal <= {GOAL_BUSY_OVER_FLOOR:g}: "
-              f"{_met(g['over_floor_busy_met'])})")
+              f"{fmt_met(g['over_floor_busy_met'], 'NOT met')})")
     for payload, bound in report["busy_bound"].items():
         print(f"{payload}: (fixed + row-map gather) / floor, busy: "
               f"{_x(bound['bound_over_floor_busy_min'])}-{_x(bound['bound_over_floor_busy_max'])}"

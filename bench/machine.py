@@ -18,6 +18,7 @@ import torch
 
 
 def machine() -> dict[str, Any]:
+    """The machine, versions, commits and load a report's numbers come from (its `meta`)."""
     cpu = platform.processor() or platform.machine()
     try:
         for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():

@@ -16,8 +16,6 @@ time as a share, not as what removing it would save. A benchmark, not a test.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -29,6 +27,7 @@ from impl.plan import plan_with_host
 from impl.rowmap import chunk_table, positions_and_sources
 
 from .probes import count_ops
+from .timing import summary, time_calls
 
 
 def fixed_batch(batch: int, rows: int) -> torch.Tensor:
@@ -87,14 +86,7 @@ def stages(nested: torch.Tensor, config: impl.PackConfig) -> dict[str, Callable[
 
 
 def _median_us(fn: Callable[[], Any], calls: int) -> float:
-    for _ in range(min(calls, 50)):
-        fn()
-    samples = []
-    for _ in range(calls):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples) * 1e6
+    return float(summary(time_calls(fn, calls, warmup=min(calls, 50)))["median_s"]) * 1e6
 
 
 def ops(fn: Callable[[], Any]) -> int:

@@ -195,10 +195,11 @@ def test_rowmap_index_gathers_each_real_row_from_its_source() -> None:
 
     config = impl.PackConfig(cp_size=2)
     plan = impl.plan_thd([3, 5], config)
-    idx = busy_mode.rowmap_index(plan, config, 0)
+    idx, real = busy_mode.rowmap_index(plan, config, 0)
     # seq 0 rows 0..2 at flat 0..2: chunk 0 = offset 0, chunk 3 = offset 3 (padding -> 0);
     # seq 1 rows 0..4 at flat 3..7: chunk 0 = offsets 0-1, chunk 3 = offsets 6-7 (padding).
     assert idx.tolist() == [0, 0, 3, 4, 0, 0]
+    assert real.tolist() == [True, False, True, True, False, False]
 
 
 def test_compare_loads_a_second_impl_copy_and_interleaves() -> None:
