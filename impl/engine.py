@@ -20,8 +20,14 @@ def resolve_engine_config(
     dynamic_context_parallel: bool = False,
     distillation_use_topk: bool = False,
     router_replay: bool = False,
+    max_num_seqs: int | None = None,
+    max_seqlen: str = "exact",
 ) -> PackConfig:
-    """Map engine flags to a `PackConfig` or reject them, checks in rule order (R-ENGINE-1..7)."""
+    """Map engine flags to a `PackConfig` or reject them, checks in rule order (R-ENGINE-1..7).
+
+    `max_num_seqs` and `max_seqlen` have no verl flag; they pass through to the config, so a
+    planned static configuration resolves here too.
+    """
     flags = {
         "pad_to_length": pad_to_length,
         "use_remove_padding": use_remove_padding,
@@ -56,4 +62,6 @@ def resolve_engine_config(
         fp8=use_fp8_padding,
         bucket=bucket if pad_to_length else None,
         min_local_rows=min_local_rows,
+        max_num_seqs=max_num_seqs,
+        max_seqlen=max_seqlen,
     )

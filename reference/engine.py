@@ -21,6 +21,8 @@ def resolve_engine_config(
     dynamic_context_parallel: Any = False,
     distillation_use_topk: Any = False,
     router_replay: Any = False,
+    max_num_seqs: Any = None,
+    max_seqlen: Any = "exact",
 ) -> PackConfig:
     """R-ENGINE-1..7, checked in rule order."""
     # R-ENGINE-1: types first; the bucket is validated even when unused (R-ERR-3).
@@ -53,4 +55,6 @@ def resolve_engine_config(
         fp8=use_fp8_padding,
         bucket=bucket if pad_to_length else None,
         min_local_rows=min_local_rows,
+        max_num_seqs=max_num_seqs,
+        max_seqlen=max_seqlen,
     )

@@ -318,3 +318,33 @@ def test_plan_without_num_seqs_is_a_1_0_plan() -> None:
     shards = [impl.pack_thd(batch, config, r)[0] for r in range(2)]
     out = impl.unpack_thd(shards, old, config)
     assert [t.tolist() for t in out] == [t.tolist() for t in batch]
+
+
+@pytest.mark.rules("R-ENGINE-7", "R-STATIC-1", "R-STATIC-2")
+def test_engine_passes_static_metadata_through() -> None:
+    """R-ENGINE-7: the planner's static fields reach the config and its plan (N + 1 entries per
+    cu_seqlens array, max_seqlen = T = one bucket of 1024 for 8 tokens); defaults are 1.0's."""
+    config = impl.resolve_engine_config(cp_size=4, pad_to_length=True,
+                                        pad_to_length_bucket=1024, max_num_seqs=16,
+                                        max_seqlen="total")
+    assert config == impl.PackConfig(cp_size=4, bucket=1024, max_num_seqs=16,
+                                     max_seqlen="total")
+    plan = impl.plan_thd([3, 5], config)
+    assert len(plan.cu_seqlens) == 17 and len(plan.cu_seqlens_padded) == 17
+    assert plan.total == 1024 and plan.max_seqlen == 1024
+    assert impl.resolve_engine_config() == impl.PackConfig()
+
+
+@pytest.mark.rules("R-ENGINE-7", "R-ERR-1", "R-ERR-12")
+@pytest.mark.parametrize(
+    ("field", "value", "error"),
+    [("max_num_seqs", True, TypeError), ("max_num_seqs", "16", TypeError),
+     ("max_num_seqs", 0, ValueError), ("max_seqlen", 128, TypeError),
+     ("max_seqlen", "bucket", ValueError)],
+)
+def test_engine_rejects_bad_static_metadata(field: str, value: Any,
+                                            error: type[Exception]) -> None:
+    """R-ENGINE-7: PackConfig's checks apply to the passed-through fields, naming them."""
+    with pytest.raises(error, match=field) as caught:
+        impl.resolve_engine_config(pad_to_length=True, **{field: value})
+    assert type(caught.value) is error

@@ -1090,3 +1090,17 @@ def test_engine_passes_config_faults(field: str, value: Any, error: type[Excepti
         kwargs["pad_to_length"] = True
     with pytest.raises(error):
         ref.resolve_engine_config(**kwargs)
+
+
+def test_engine_passes_static_metadata_through() -> None:
+    """R-ENGINE-7: max_num_seqs and max_seqlen reach the config unchanged; bad values raise
+    PackConfig's own typed errors, naming the field."""
+    config = ref.resolve_engine_config(pad_to_length=True, pad_to_length_bucket=1024,
+                                       max_num_seqs=16, max_seqlen="total")
+    assert (config.bucket, config.max_num_seqs, config.max_seqlen) == (1024, 16, "total")
+    for field, value, error in (("max_num_seqs", True, TypeError), ("max_num_seqs", 0, ValueError),
+                                ("max_seqlen", 128, TypeError),
+                                ("max_seqlen", "bucket", ValueError)):
+        with pytest.raises(error, match=field) as caught:
+            ref.resolve_engine_config(**{field: value})
+        assert type(caught.value) is error
