@@ -122,3 +122,54 @@ def test_import_pulls_in_only_torch_and_stdlib() -> None:
     extra = new - torch_pulls - set(sys.stdlib_module_names) - {"impl"}
     assert not extra, f"import impl pulled in {sorted(extra)}"
     assert "megatron" not in new and "numpy" not in new - torch_pulls
+
+
+PLANTED_BUG = textwrap.dedent(
+    """
+
+    _pack_thd = pack_thd
+
+
+    def pack_thd(*args, **kwargs):  # planted: each rank's rows reversed
+        rows, positions, plan = _pack_thd(*args, **kwargs)
+        return rows.flip(0), positions, plan
+    """
+)
+
+
+def _vendor(tmp_path: Path) -> Path:
+    """impl/ copied to tmp_path/my_trainer/_thd/, as the README's copy command leaves it."""
+    pkg = tmp_path / "my_trainer"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    shutil.copytree(IMPL_DIR, pkg / "_thd", ignore=shutil.ignore_patterns("__pycache__"))
+    return pkg / "_thd"
+
+
+def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *args], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"},
+    )
+
+
+def test_shipped_check_passes_on_a_copy(tmp_path: Path) -> None:
+    """impl/check_vendored.py, run by the copy's new name, both ways the file says."""
+    _vendor(tmp_path)
+    by_module = _run(tmp_path, "-m", "my_trainer._thd.check_vendored")
+    assert by_module.returncode == 0, by_module.stderr
+    assert by_module.stdout.startswith("ok: my_trainer._thd packs and unpacks")
+    by_pytest = _run(tmp_path, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                     "my_trainer/_thd/check_vendored.py")
+    assert by_pytest.returncode == 0, by_pytest.stdout + by_pytest.stderr
+    assert "1 passed" in by_pytest.stdout
+
+
+def test_shipped_check_fails_on_a_broken_copy(tmp_path: Path) -> None:
+    """The same check on a copy whose pack_thd reverses its rows exits non-zero, naming them."""
+    copy = _vendor(tmp_path)
+    init = copy / "__init__.py"
+    init.write_text(init.read_text() + PLANTED_BUG)
+    proc = _run(tmp_path, "-m", "my_trainer._thd.check_vendored")
+    assert proc.returncode != 0
+    assert "rank 0 rows: got [0, 0, 2001, 2000, 0, 1000]" in proc.stderr
