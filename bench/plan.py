@@ -32,6 +32,12 @@ from .conventions import (
 )
 from .lengths import SYNTHETIC, load_lengths, synthetic_stream
 from .microbatches import balanced_microbatches, greedy_microbatches
+from .recommendation import (
+    format_recommendation,
+    packconfig_text,
+    recommended_config,
+    verl_engine_keys,
+)
 from .settings import PackSettings
 from .static import (
     format_max_num_seqs,
@@ -45,8 +51,18 @@ __all__ = ["DEFAULT_BUCKETS", "BucketReport", "PackSettings", "balanced_microbat
            "evaluate", "format_table", "greedy_microbatches", "main", "recommend"]
 
 
-def plot(reports: Sequence[BucketReport], best: BucketReport | None, out: str) -> None:
-    """Overhead against distinct shapes, one labelled point per bucket."""
+def plot_series(reports: Sequence[BucketReport]) -> dict[str, list[int | None]]:
+    """What the plot draws against padding, per bucket: row shapes per rank, and the graph keys
+    as planned and with static metadata (None where max_num_seqs was not evaluated)."""
+    return {"row shapes per rank": [r.distinct_shapes for r in reports],
+            "graph keys, metadata as planned": [r.graph_keys for r in reports],
+            "graph keys, static metadata": [r.static_graph_keys for r in reports]}
+
+
+def plot(reports: Sequence[BucketReport], best: BucketReport | None, out: str,
+         config_text: str = "") -> list[str]:
+    """Row shapes and graph keys against padding, one labelled point per bucket, and the
+    config to paste underneath; returns the labels of the series drawn."""
     try:
         import matplotlib
 
@@ -54,25 +70,42 @@ def plot(reports: Sequence[BucketReport], best: BucketReport | None, out: str) -
         import matplotlib.pyplot as plt
     except ImportError as exc:
         raise RuntimeError("--plot needs matplotlib (pip install matplotlib)") from exc
-    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10.5, 4.8), sharey=True)
     xs = [r.total_pct for r in reports]
-    ys = [r.distinct_shapes for r in reports]
-    ax.plot(xs, ys, "o-", color="tab:blue")
-    for r in reports:
-        ax.annotate(r.label, (r.total_pct, r.distinct_shapes), textcoords="offset points",
-                    xytext=(5, 5), fontsize=8)
-    if best is not None:
-        ax.plot([best.total_pct], [best.distinct_shapes], "*", color="tab:red", markersize=14,
-                label=f"recommended: {best.label}")
-        ax.legend()
-    ax.set_xlabel("padded rows, % over real tokens (alignment + bucket)")
-    ax.set_ylabel("distinct packed shapes per rank")
-    ax.set_yscale("log")
-    ax.set_title("Bucket trade-off")
-    ax.grid(True, alpha=0.3)
-    fig.tight_layout()
+    series = plot_series(reports)
+    drawn = []
+    for ax, names, title in ((left, ["row shapes per rank"], "Row shapes (bucket alone)"),
+                             (right, ["graph keys, metadata as planned",
+                                      "graph keys, static metadata"],
+                              "Graph keys (what recompiles)")):
+        for name, style in zip(names, ("o-", "s--"), strict=False):
+            points = [(x, y) for x, y in zip(xs, series[name], strict=True) if y is not None]
+            if points:
+                ax.plot(*zip(*points, strict=True), style, label=name)
+                drawn.append(name)
+        for r, y in zip(reports, series[names[-1]], strict=True):
+            if y is not None:
+                ax.annotate(r.label, (r.total_pct, y), textcoords="offset points",
+                            xytext=(5, 5), fontsize=8)
+        if best is not None:
+            ax.plot([best.total_pct], [best.distinct_shapes if ax is left else
+                                       best.static_graph_keys or best.graph_keys],
+                    "*", color="tab:red", markersize=14,
+                    label=f"recommended bucket: {best.label}")
+        ax.legend(fontsize=8)
+        ax.set_xlabel("padded rows, % over real tokens (alignment + bucket)")
+        ax.set_yscale("log")
+        ax.set_title(title)
+        ax.grid(True, alpha=0.3)
+    left.set_ylabel("distinct values over the micro-batches")
+    if config_text:
+        fig.text(0.01, 0.01, config_text, fontsize=7, family="monospace")
+        fig.tight_layout(rect=(0, 0.06, 1, 1))
+    else:
+        fig.tight_layout()
     fig.savefig(out, dpi=120)
     plt.close(fig)
+    return drawn
 
 
 # --------------------------------------------------------------------------- CLI
@@ -241,6 +274,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.max_num_seqs is not None:
         print(f"evaluated max_num_seqs: {n} (overflows {overflow_pct(mns.needed, n):.1f}%)")
     print(format_max_seqlen_cost(cost))
+    config = recommended_config(settings, best.bucket, n)
+    print(format_recommendation(config))
+    engine_keys, no_verl_key = verl_engine_keys(config)
     payload: dict[str, Any] = {"settings": asdict(settings), "source": source,
                                "mode": args.mode, "tokens_per_mb": args.tokens_per_mb,
                                "reports": [asdict(r) for r in reports],
@@ -250,7 +286,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                 "overflow_pct": overflow_pct(mns.needed, n),
                                                 "max_overflow_pct": args.max_overflow,
                                                 "candidates": mns.candidates},
-                               "max_seqlen_cost": asdict(cost)}
+                               "max_seqlen_cost": asdict(cost),
+                               "config": config, "packconfig": packconfig_text(config),
+                               "verl_engine_keys": engine_keys, "no_verl_key": no_verl_key}
     if rows:
         print("\nconventions side by side (each with its own max_num_seqs; pad % = all "
               "padding rows over real tokens):")
@@ -272,7 +310,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         payload["compile"] = results
     if args.plot:
         try:
-            plot(reports, best, args.plot)
+            plot(reports, best, args.plot, packconfig_text(config))
         except RuntimeError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2

@@ -6,13 +6,17 @@ the spec's worked examples, never from the planner itself.
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 import json
 import random
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import impl
 import reference
 from bench import plan as planner
 from bench.lengths import synthetic_stream
@@ -193,3 +197,99 @@ def test_cli_plot(tmp_path: Path) -> None:
     assert planner.main(["--dist", "lognormal", "--tokens-per-mb", "8192",
                          "--micro-batches", "32", "--plot", str(out)]) == 0
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _printed_block(text: str, header: str) -> list[str]:
+    """The indented lines under the first line of ``text`` that starts with ``header``."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header)) + 1
+    block = []
+    for line in lines[start:]:
+        if not line.startswith("    "):
+            break
+        block.append(line[4:])
+    return block
+
+
+def _verl_engine_yaml_keys(yaml: Any) -> set[str]:
+    """The keys of verl 0.9.1's own engine/megatron.yaml, read from the installed wheel (which
+    `nox -s tests` installs --no-deps: the file is read, verl is not imported)."""
+    spec = importlib.util.find_spec("verl")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("verl 0.9.1 is not installed (`nox -s tests` installs it)")
+    path = Path(spec.submodule_search_locations[0]) / "trainer/config/engine/megatron.yaml"
+    return set(yaml.safe_load(path.read_text()))
+
+
+@pytest.mark.parametrize("args", [["--cp", "4"], ["--tp", "2", "--cp", "2", "--buckets", "none"]])
+def test_printed_config_round_trips(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                    args: list[str]) -> None:
+    """The PackConfig and resolve_engine_config lines eval to the recommended config, and the
+    YAML keys are verl's own, parse, and map back to it (with the fields verl has no key for)."""
+    yaml = pytest.importorskip("yaml", reason="pyyaml is a test dependency (pyproject.toml)")
+    out = tmp_path / "plan.json"
+    assert planner.main(["--dist", "lognormal", "--tokens-per-mb", "8192", "--micro-batches",
+                         "32", "--json", str(out), *args]) == 0
+    text = capsys.readouterr().out
+    payload = json.loads(out.read_text())
+    bucket, n = payload["recommended"], payload["max_num_seqs"]["recommended"]
+    tp = int(args[args.index("--tp") + 1]) if "--tp" in args else 1
+    cp = int(args[args.index("--cp") + 1])
+    static = {} if bucket is None else {"max_num_seqs": n, "max_seqlen": "total"}
+    want = impl.PackConfig(tp_size=tp, cp_size=cp, bucket=bucket, **static)
+
+    python = _printed_block(text, "config to paste (Python")
+    names = {"PackConfig": impl.PackConfig, "resolve_engine_config": impl.resolve_engine_config}
+    assert python[0].startswith("PackConfig(") and eval(python[0], names) == want
+    assert python[1].startswith("resolve_engine_config(") and eval(python[1], names) == want
+
+    block = _printed_block(text, "verl engine YAML")
+    keys = yaml.safe_load("\n".join(block))
+    assert set(keys) <= _verl_engine_yaml_keys(yaml)
+    no_key = dict(line.removeprefix("# no verl key: ").split(" (")[0].split("=", 1)
+                  for line in block if line.startswith("#"))
+    extra = {name: ast.literal_eval(value) for name, value in no_key.items()}
+    assert extra == static
+    back = impl.resolve_engine_config(
+        tp_size=keys["tensor_model_parallel_size"], cp_size=keys["context_parallel_size"],
+        use_remove_padding=keys["use_remove_padding"], pad_to_length=keys["pad_to_length"],
+        pad_to_length_bucket=keys.get("pad_to_length_bucket", 512), **extra)
+    assert back == want
+
+
+def test_config_verl_cannot_express_is_named() -> None:
+    """A tail, seq_align or FP8 recipe: no resolve_engine_config call, each named in the YAML."""
+    from bench.recommendation import (
+        engine_call_text,
+        packconfig_text,
+        recommended_config,
+        verl_engine_keys,
+    )
+
+    settings = planner.PackSettings(cp_size=2, tail="segment", seq_align="cp", fp8="mxfp8")
+    kwargs = recommended_config(settings, 512, 9)
+    assert eval(packconfig_text(kwargs), {"PackConfig": impl.PackConfig}) == impl.PackConfig(
+        cp_size=2, tail="segment", seq_align="cp", fp8="mxfp8", bucket=512, max_num_seqs=9,
+        max_seqlen="total")
+    assert engine_call_text(kwargs) is None
+    keys, missing = verl_engine_keys(kwargs)
+    assert keys == {"tensor_model_parallel_size": 1, "context_parallel_size": 2,
+                    "use_remove_padding": True, "pad_to_length": True, "pad_to_length_bucket": 512}
+    assert set(missing) == {"fp8", "tail", "seq_align", "max_num_seqs", "max_seqlen"}
+
+
+def test_plot_draws_graph_keys_beside_row_shapes(tmp_path: Path) -> None:
+    """Both graph-key series (as planned, static) are drawn, from the reports' own counts."""
+    pytest.importorskip("matplotlib")
+    batches = planner.greedy_microbatches(synthetic_stream("uniform", seed=3), 16384, 32)
+    reports = planner.evaluate(batches, planner.PackSettings(cp_size=4), [None, 512, 2048],
+                               max_num_seqs=40)
+    drawn = planner.plot(reports, reports[-1], str(tmp_path / "p.png"), "PackConfig()")
+    assert drawn == ["row shapes per rank", "graph keys, metadata as planned",
+                     "graph keys, static metadata"]
+    series = planner.plot_series(reports)
+    assert series["graph keys, metadata as planned"] == [r.graph_keys for r in reports]
+    assert series["graph keys, static metadata"] == [r.static_graph_keys for r in reports]
+    # a bucket alone leaves the keys varying; static metadata brings them to the row shapes
+    assert series["graph keys, metadata as planned"][2] > series["row shapes per rank"][2]
+    assert series["graph keys, static metadata"][2] == series["row shapes per rank"][2]
