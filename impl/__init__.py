@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# Implements THD packing spec 1.1.2
+# Implements THD packing spec 1.2.0
 """Fast torch implementation of the THD packing spec.
 
 Vendorable: relative imports only, depends on torch and the standard library. The Megatron
@@ -8,16 +8,18 @@ adapter lives in `.megatron` and is not imported here (it needs megatron-core).
 
 from .config import PackConfig
 from .engine import resolve_engine_config
+from .labels import loss_mask
 from .pack import pack_thd
 from .plan import Plan, plan_thd
 from .unpack import unpack_thd
 
-SPEC_VERSION = "1.1.2"
+SPEC_VERSION = "1.2.0"
 
 __all__ = [
     "SPEC_VERSION",
     "PackConfig",
     "Plan",
+    "loss_mask",
     "pack_thd",
     "plan_thd",
     "resolve_engine_config",

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# Implements THD packing spec 1.1.2
+# Implements THD packing spec 1.2.0
 """`PackConfig`: the static packing configuration and its validation (R-IN-3, R-ERR-1..4, -12).
 
 Pure Python: no tensor is created here, so a config can be built and checked anywhere.
@@ -14,8 +14,9 @@ from typing import Any
 
 INT32_MAX = 2**31 - 1
 LAYOUTS = ("zigzag", "contiguous")
-TAILS = ("last", "segment")
-SEQ_ALIGNS = ("tp_cp", "cp")
+TAILS = ("last", "segment", "tokens")
+SEQ_ALIGNS = ("tp_cp", "cp", "none")
+LABELS = ("roll", "ignore")
 MAX_SEQLENS = ("exact", "total")
 # R-FP8-1: rows per GEMM each FP8 recipe needs (TE's get_align_size_for_quantization: 16 for
 # every built-in recipe but MXFP8 32 and NVFP4 128, Float8BlockScaling included).
@@ -80,6 +81,9 @@ class PackConfig:
     seq_align: str = "tp_cp"
     max_num_seqs: int | None = None
     max_seqlen: str = "exact"
+    fixed_total: int | None = None
+    labels: str = "roll"
+    ignore_index: int = -100
 
     def __post_init__(self) -> None:
         # R-ERR-1 (and the TypeError half of R-ERR-3): every type first, in field order.
@@ -98,6 +102,9 @@ class PackConfig:
         _check_str("seq_align", self.seq_align)
         mns = None if self.max_num_seqs is None else as_integer("max_num_seqs", self.max_num_seqs)
         _check_str("max_seqlen", self.max_seqlen)
+        fixed = None if self.fixed_total is None else as_integer("fixed_total", self.fixed_total)
+        _check_str("labels", self.labels)
+        ignore = as_integer("ignore_index", self.ignore_index)  # R-LABEL-2
         # R-ERR-2: sizes.
         if tp < 1:
             raise ValueError(f"tp_size must be >= 1, got tp_size={tp}")
@@ -121,11 +128,40 @@ class PackConfig:
             raise ValueError(f"max_num_seqs must be <= INT32_MAX={INT32_MAX}, "
                              f"got max_num_seqs={mns}")
         _check_choice("max_seqlen", self.max_seqlen, MAX_SEQLENS)
+        if fixed is not None and not 1 <= fixed <= INT32_MAX:  # R-ERR-14
+            raise ValueError(f"fixed_total must be in [1, INT32_MAX={INT32_MAX}], "
+                             f"got fixed_total={fixed}")
+        _check_choice("labels", self.labels, LABELS)
         object.__setattr__(self, "tp_size", tp)
         object.__setattr__(self, "cp_size", cp)
         object.__setattr__(self, "bucket", bucket)
         object.__setattr__(self, "min_local_rows", mlr)
         object.__setattr__(self, "max_num_seqs", mns)
+        object.__setattr__(self, "fixed_total", fixed)
+        object.__setattr__(self, "ignore_index", ignore)
+        self._check_combinations()
+
+    def _check_combinations(self) -> None:
+        """R-ERR-14: 1.2 values that other fields rule out, with both fields named."""
+        zigzag_cp = self.cp_layout == "zigzag" and self.cp_size > 1
+        for name, value, bad in (("seq_align", self.seq_align, "none"),
+                                 ("tail", self.tail, "tokens")):
+            if value == bad and zigzag_cp:  # R-ALIGN-6, R-TAIL-3: TE's 2 * cp chunks
+                raise ValueError(
+                    f"{name}={bad!r} needs cp_layout='contiguous' or cp_size=1, got "
+                    f"cp_layout={self.cp_layout!r} with cp_size={self.cp_size}"
+                )
+        if self.tail == "tokens" and self.max_num_seqs is not None:  # R-TAIL-3
+            raise ValueError(f"tail='tokens' cannot take max_num_seqs={self.max_num_seqs}: "
+                             "its segment count grows with the padding rows")
+        if self.fixed_total is not None:  # R-TOTAL-7
+            if self.bucket is not None:
+                raise ValueError(f"fixed_total={self.fixed_total} and bucket={self.bucket} "
+                                 "are exclusive")
+            m = self.total_modulus
+            if self.fixed_total % m:
+                raise ValueError(f"fixed_total={self.fixed_total} is not a multiple of the "
+                                 f"total modulus M={m}")
 
     @property
     def base_align(self) -> int:
@@ -135,7 +171,10 @@ class PackConfig:
 
     @property
     def sequence_base(self) -> int:
-        """`As`: A0 under seq_align="tp_cp", `cp * f` under "cp" (R-ALIGN-5)."""
+        """`As`: A0 under seq_align="tp_cp", `cp * f` under "cp" (R-ALIGN-5), 1 under "none"
+        (R-ALIGN-6)."""
+        if self.seq_align == "none":
+            return 1
         if self.seq_align == "cp":
             return self.base_align // self.tp_size
         return self.base_align

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# Implements THD packing spec 1.1.2
+# Implements THD packing spec 1.2.0
 """`pack_thd`: one gather per packed tensor through the rank's row map (spec §1, §5-§8, §11).
 
 Inputs (R-IN-1): a list/tuple of tensors `[L_i, *trail]`, a jagged nested tensor (gathered
@@ -251,33 +251,34 @@ NO_INFINITY = frozenset(
 )
 
 
-def check_pad_value(pad_value: Any, dtype: torch.dtype) -> Fill:
-    """R-IN-5, R-ERR-10 (R-ERR-1 for the dtype): check `pad_value` against the dtype's range."""
+def check_pad_value(pad_value: Any, dtype: torch.dtype, name: str = "pad_value") -> Fill:
+    """R-IN-5, R-ERR-10 (R-ERR-1 for the dtype): check `pad_value` against the dtype's range;
+    R-ERR-16 for `ignore_index` (`name`), the value labels="ignore" writes."""
     kind = dtype_kind(dtype)
     value: Any = pad_value
     if kind == "b":
         if pad_value != 0 and pad_value != 1:
-            raise ValueError(f"pad_value={pad_value!r} is not representable in dtype {dtype}")
+            raise ValueError(f"{name}={pad_value!r} is not representable in dtype {dtype}")
         value = bool(pad_value)
     elif kind == "i":
         if isinstance(pad_value, float) and not (
             math.isfinite(pad_value) and pad_value == int(pad_value)
         ):
-            raise ValueError(f"pad_value={pad_value!r} is not an integer for dtype {dtype}")
+            raise ValueError(f"{name}={pad_value!r} is not an integer for dtype {dtype}")
         info = torch.iinfo(dtype)
         value = int(pad_value)
         if not info.min <= value <= info.max:
             raise ValueError(
-                f"pad_value={pad_value!r} is outside dtype {dtype} range [{info.min}, {info.max}]"
+                f"{name}={pad_value!r} is outside dtype {dtype} range [{info.min}, {info.max}]"
             )
     else:
         limit = torch.finfo(dtype).max
         finite = not isinstance(pad_value, float) or math.isfinite(pad_value)
         if isinstance(pad_value, float) and math.isinf(pad_value) and dtype in NO_INFINITY:
-            raise ValueError(f"pad_value={pad_value!r}: dtype {dtype} has no infinity")
+            raise ValueError(f"{name}={pad_value!r}: dtype {dtype} has no infinity")
         if finite and abs(pad_value) > limit:  # exact for ints of any size
             raise ValueError(
-                f"pad_value={pad_value!r} overflows dtype {dtype} (largest finite {limit})"
+                f"{name}={pad_value!r} overflows dtype {dtype} (largest finite {limit})"
             )
         value = float(pad_value)
     bits = bits_view(dtype)
@@ -339,6 +340,10 @@ def pack_batch(
         rows_n,
         1 if need_roll else 0,
     )
+    if need_roll and config.labels == "ignore":
+        # R-LABEL-1: the labels line up with the inputs, so do their position ids (R-POS-2);
+        # the index (row + d[1]) still reads the next token.
+        ch.d[0] -= 1
     device = batch.device
     real_through = torch.cumsum(ch.real, 0)  # real rows up to and including each chunk
     n_real = int(real_through[-1])
@@ -453,14 +458,21 @@ def pack_thd(
     """Pack a batch into rank `cp_rank`'s THD rows (spec §5-§8).
 
     Returns `(rows [local_rows, *trail], position_ids [local_rows] int64, plan)`, on the
-    input's device and dtype. `seqs` is a list/tuple of tensors, a jagged nested tensor, or a
-    flat `[sum L, *trail]` tensor together with `lengths=` (a list or 1-D tensor), or a padded
-    `[B, S, *trail]` tensor with a bool `mask=` `[B, S]` (sequence i is `x[i, mask[i]]`). Every
-    check (R-ERR-*) runs before any data is read.
+    input's device and dtype. With `need_roll` the rows are next-token labels: under
+    `config.labels="ignore"` with `config.ignore_index` where no next token exists and the
+    inputs' position ids (R-LABEL-1); `loss_mask` gives the matching mask. `seqs` is a
+    list/tuple of tensors, a jagged nested tensor, or a flat `[sum L, *trail]` tensor together
+    with `lengths=` (a list or 1-D tensor), or a padded `[B, S, *trail]` tensor with a bool
+    `mask=` `[B, S]` (sequence i is `x[i, mask[i]]`). Every check (R-ERR-*) runs before any
+    data is read.
     """
     rank = check_call_args(config, cp_rank, need_roll, pad_value)
     batch = check_batch(seqs, lengths, mask)
     fill = check_pad_value(pad_value, batch.dtype)
+    if need_roll and config.labels == "ignore":
+        # R-LABEL-1: ignore_index on each last real token and every padding row: the rows the
+        # roll writes as padding (R-ERR-16 when the dtype cannot hold it).
+        fill = check_pad_value(config.ignore_index, batch.dtype, "ignore_index")
     plan, padded, cu_padded = plan_with_host(batch.lengths, config)
     rows, pos = pack_batch(batch, plan, config, rank, need_roll, fill, (padded, cu_padded))
     return rows, pos, plan

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# Implements THD packing spec 1.1.2
+# Implements THD packing spec 1.2.0
 """The plan: padded lengths, boundaries and totals, computed on the host (spec §2-§4).
 
 Lengths are brought to the host once (a list, a CPU tensor, or one device-to-host copy when they
@@ -136,12 +136,21 @@ def plan_with_host(
     if config.min_local_rows is not None:
         n = max(s, config.cp_size * config.min_local_rows)
     total = ceil_to(n, config.total_modulus)  # R-TOTAL-4
+    if config.fixed_total is not None:  # R-TOTAL-7, R-ERR-15: exactly N, never truncated
+        if total > config.fixed_total:
+            raise ValueError(f"fixed_total={config.fixed_total} is too small: this batch needs "
+                             f"a total of {total} rows")
+        total = config.fixed_total
     if total > INT32_MAX:  # R-TOTAL-6, R-ERR-8
         raise ValueError(f"total rows T={total} exceed INT32_MAX={INT32_MAX}")
     segments = b if config.max_num_seqs is None else config.max_num_seqs  # R-STATIC-1
     if config.tail == "last":
         if total != s:  # R-TOTAL-5: every total-level row goes onto the last sequence
             padded = torch.cat((padded[:-1], padded[-1:] + (total - s)))
+    elif config.tail == "tokens":  # R-TAIL-3: T - S one-row segments, L = 0
+        if total != s:
+            padded = torch.cat((padded, torch.ones(total - s, dtype=torch.int64)))
+            segments = b + total - s
     elif total != s:  # R-TAIL-1: segment B, L = 0
         padded = torch.cat((padded, torch.tensor([total - s])))
         segments = max(segments, b + 1)

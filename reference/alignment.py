@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-SEQ_ALIGNS = ("tp_cp", "cp")
+SEQ_ALIGNS = ("tp_cp", "cp", "none")
 FP8_RECIPES = ("tensor", "mxfp8", "block", "nvfp4")
 
 
@@ -34,6 +34,8 @@ def sequence_base(tp_size: int, cp_size: int, cp_layout: str, seq_align: str) ->
         return base_alignment(tp_size, cp_size, cp_layout)  # R-ALIGN-5: As = A0 (verl)
     if seq_align == "cp":
         return cp_size * zigzag_factor(cp_size, cp_layout)  # R-ALIGN-5: As = cp * f
+    if seq_align == "none":
+        return 1  # R-ALIGN-6: no per-sequence alignment (contiguous or cp = 1 only, R-ERR-14)
     raise ValueError(f"seq_align must be one of {SEQ_ALIGNS}, got {seq_align!r}")
 
 
@@ -101,10 +103,23 @@ def padded_lengths(seqlens: list[int], sequence_align: int) -> list[int]:
 
 
 def total_length(
-    padded: list[int], cp_size: int, min_local_rows: int | None, modulus: int
+    padded: list[int],
+    cp_size: int,
+    min_local_rows: int | None,
+    modulus: int,
+    fixed_total: int | None = None,
 ) -> int:
-    """R-TOTAL-3, R-TOTAL-4: T = ceil_to(max(S, cp * min_local_rows), M)."""
+    """R-TOTAL-3, R-TOTAL-4: T = ceil_to(max(S, cp * min_local_rows), M); with fixed_total = N,
+    R-TOTAL-7: T = N, and R-ERR-15 when the aligned total needs more than N."""
     lower_bound = sum(padded)
     if min_local_rows is not None:
         lower_bound = max(lower_bound, cp_size * min_local_rows)
-    return ceil_to(lower_bound, modulus)
+    needed = ceil_to(lower_bound, modulus)
+    if fixed_total is None:
+        return needed  # R-TOTAL-4
+    if needed > fixed_total:
+        # R-ERR-15: a fixed total too small is an error, never a truncation.
+        raise ValueError(
+            f"fixed_total={fixed_total} is too small: this batch needs a total of {needed} rows"
+        )
+    return fixed_total  # R-TOTAL-7: N is a multiple of M (R-ERR-14), so T = N meets (a)-(d)

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from .config import PackConfig
+from .labels import input_position_ids
 from .plan import Plan, plan_thd
 from .rowmap import row_map
 from .validation import as_bool, as_cp_rank, check_pad_value
@@ -53,11 +54,13 @@ def pack_thd(
     need_roll: Any = False,
     pad_value: Any = 0,
 ) -> tuple[np.ndarray, np.ndarray, Plan]:
-    """Rank `cp_rank`'s rows and position ids (R-ROW-*, R-POS-*, R-ROLL-*).
+    """Rank `cp_rank`'s rows and position ids (R-ROW-*, R-POS-*, R-ROLL-*, R-LABEL-1).
 
     Through the row map, sequence i's tokens fill segment i in order (R-CONSUMER-7), with their
     offsets as position ids (R-CONSUMER-10) or their own next token as label (R-CONSUMER-11),
-    and every padding row holds pad_value, never another sequence's token (R-CONSUMER-12).
+    and every padding row holds pad_value (ignore_index for labels="ignore"), never another
+    sequence's token (R-CONSUMER-12, R-CONSUMER-15). No position id is negative (R-POS-4), so
+    position ids alone recover the sequences (R-PID-2).
 
     `cp_rank`, `need_roll` and `pad_value` are the per-call arguments of R-IN-4. The rows are
     new arrays; `seqs` is only read (R-IN-6).
@@ -71,48 +74,63 @@ def pack_thd(
     if dtype.kind not in ("b", "i", "u", "f", "c"):
         raise TypeError(f"unsupported dtype {dtype} (need bool, integer, floating or complex)")
     check_pad_value(pad_value, dtype.kind, pad_limit(dtype))
+    ignore = roll and config.labels == "ignore"
+    if ignore:  # R-LABEL-2, R-ERR-16: the labels' dtype must hold ignore_index
+        check_pad_value(config.ignore_index, dtype.kind, pad_limit(dtype), "ignore_index")
     plan = plan_thd([seq.shape[0] for seq in seqs], config)
+    input_ids = input_position_ids(config, roll)
 
     rows = np.empty((plan.local_rows, *trail), dtype=dtype)
     position_ids = np.zeros(plan.local_rows, dtype=np.int64)  # R-POS-1
     for k, source in enumerate(row_map(plan, config, rank)):
         length = int(plan.seqlens[source.seq])
-        if not source.real and padding_segment_position(plan, config, source.seq, roll):
-            rows[k] = pad_value  # R-ROW-2, R-TAIL-2
-            position_ids[k] = source.offset  # R-TAIL-2: restarts at 0 in the padding segment
-        elif not source.real:
-            rows[k] = pad_value  # R-ROW-2, R-ROLL-3; position id unspecified (R-POS-3): 0
-        elif not roll:
-            rows[k] = seqs[source.seq][source.offset]  # R-ROW-1
-            position_ids[k] = source.offset  # R-POS-2
-        elif source.offset < length - 1:
-            rows[k] = seqs[source.seq][source.offset + 1]  # R-ROLL-1
+        # Position ids.
+        if source.real and input_ids:
+            position_ids[k] = source.offset  # R-POS-2 (R-LABEL-1: also for ignore's labels)
+        elif source.real and source.offset < length - 1:
             position_ids[k] = source.offset + 1  # R-ROLL-1
+        elif not source.real and input_ids and padding_segment_position(plan, config, source.seq):
+            position_ids[k] = source.offset  # R-TAIL-2, R-TAIL-4: restart at 0 per segment
         else:
-            rows[k] = pad_value  # R-ROLL-2: unspecified; the reference writes pad_value, 0
+            position_ids[k] = 0  # R-POS-3, R-ROLL-2: unspecified; never negative (R-POS-4)
+        # Values.
+        if not roll and source.real:
+            rows[k] = seqs[source.seq][source.offset]  # R-ROW-1
+        elif not roll:
+            rows[k] = pad_value  # R-ROW-2
+        elif source.real and source.offset < length - 1:
+            rows[k] = seqs[source.seq][source.offset + 1]  # R-ROLL-1, R-LABEL-1
+        elif ignore:
+            rows[k] = config.ignore_index  # R-LABEL-1: last real token and every padding row
+        else:
+            rows[k] = pad_value  # R-ROLL-3 (padding), R-ROLL-2 (last real: unspecified)
     return rows, position_ids, plan
 
 
-def padding_segment_position(plan: Plan, config: PackConfig, seq: int, need_roll: bool) -> bool:
-    """R-TAIL-2: the rows of the padding segment (tail="segment", segment index >= B) have
-    specified position ids, their offsets, unless need_roll (then R-ROLL-3: unspecified)."""
-    return config.tail == "segment" and seq >= plan.num_seqs and not need_roll
+def padding_segment_position(plan: Plan, config: PackConfig, seq: int) -> bool:
+    """R-TAIL-2, R-TAIL-4: the rows of the padding segments (tail="segment" or "tokens",
+    segment index >= B) have their offsets as position ids (0 for each row under "tokens"),
+    when position ids are the inputs' (`labels.input_position_ids`)."""
+    return config.tail in ("segment", "tokens") and seq >= plan.num_seqs
 
 
 def specified_slots(
     plan: Plan, config: PackConfig, cp_rank: int, need_roll: bool
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Which rows and position ids are specified (R-POS-3, R-ROLL-2, R-TAIL-2); compare only
-    these."""
+    """Which rows and position ids are specified (R-POS-3, R-ROLL-2, R-TAIL-2, R-TAIL-4,
+    R-LABEL-1); compare only these."""
     sources = row_map(plan, config, cp_rank)
     rows_specified = np.ones(len(sources), dtype=bool)
     pos_specified = np.ones(len(sources), dtype=bool)
+    input_ids = input_position_ids(config, need_roll)
     for k, source in enumerate(sources):
         last_real = source.offset == int(plan.seqlens[source.seq]) - 1
-        if not source.real and padding_segment_position(plan, config, source.seq, need_roll):
-            pass  # R-TAIL-2: the padding segment's position ids are its offsets
+        if not source.real and input_ids and padding_segment_position(plan, config, source.seq):
+            pass  # R-TAIL-2, R-TAIL-4: the padding segments' position ids are their offsets
         elif not source.real:
             pos_specified[k] = False  # R-POS-3
+        elif need_roll and last_real and config.labels == "ignore":
+            pass  # R-LABEL-1: ignore_index, position id L - 1
         elif need_roll and last_real:
             rows_specified[k] = False  # R-ROLL-2
             pos_specified[k] = False  # R-ROLL-2

@@ -92,17 +92,22 @@ def plan_thd(seqlens: Any, config: PackConfig) -> Plan:
     # R-ALIGN-3: per-sequence alignment.
     padded = padded_lengths(lengths, config.sequence_align)
     # R-TOTAL-3, R-TOTAL-4: the total.
-    total = total_length(padded, config.cp_size, config.min_local_rows, config.total_modulus)
+    # R-TOTAL-7, R-ERR-15: with fixed_total, exactly N, or an error before any data is read.
+    total = total_length(
+        padded, config.cp_size, config.min_local_rows, config.total_modulus, config.fixed_total
+    )
     # R-TOTAL-6, R-ERR-8.
     if total > INT32_MAX:
         raise ValueError(f"total rows {total} exceed int32 (max {INT32_MAX})")
-    # R-TOTAL-5 (tail="last") or R-TAIL-1 (tail="segment"): where T - S goes.
+    # R-TOTAL-5 (tail="last"), R-TAIL-1 ("segment") or R-TAIL-3 ("tokens"): where T - S goes.
     seg_lengths, seg_padded = place_tail(
         lengths, padded, total, config.tail, config.max_num_seqs
     )
     # R-STATIC-1: zero-length entries up to max_num_seqs.
     seg_lengths, seg_padded = static_entries(seg_lengths, seg_padded, config.max_num_seqs)
 
+    # R-META-8: zero-length sequences keep their segments (the spec's packs never omit them;
+    # a target that declares it does is judged by R-CONSUMER-14).
     # R-META-2, R-META-3: cumulative boundaries over the K segments.
     cu_seqlens = [0]
     cu_seqlens_padded = [0]

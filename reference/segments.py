@@ -1,12 +1,13 @@
 """The plan's segments: where the total-level rows go and the static entries (§3, §4a).
 
 The B sequences become K >= B segments: under tail="segment" a padding-only segment follows
-them, and with max_num_seqs zero-length entries fill the arrays up to a fixed count.
+them, under tail="tokens" a one-row padding segment per padding row, and with max_num_seqs
+zero-length entries fill the arrays up to a fixed count.
 """
 
 from __future__ import annotations
 
-TAILS = ("last", "segment")
+TAILS = ("last", "segment", "tokens")
 MAX_SEQLENS = ("exact", "total")
 
 
@@ -47,6 +48,12 @@ def place_tail(
         if extra > 0 or max_num_seqs is not None:
             lengths.append(0)
             segments.append(extra)
+    elif tail == "tokens":
+        # R-TAIL-3: every one of the T - S rows is a one-row padding segment of its own, at
+        # indices B .. B + T - S - 1 (L = 0, P = 1). max_num_seqs is refused with it (R-ERR-14).
+        for _ in range(extra):
+            lengths.append(0)
+            segments.append(1)
     else:
         raise ValueError(f"tail must be one of {TAILS}, got {tail!r}")
     return lengths, segments

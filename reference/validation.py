@@ -114,8 +114,22 @@ def as_length(index: int, value: Any) -> int:
     return length
 
 
-def check_pad_value(value: Any, kind: str, limit: tuple[int, int] | float | None) -> None:
-    """R-IN-5, R-ERR-1, R-ERR-10.
+def as_fixed_total(value: Any) -> int | None:
+    """R-ERR-1 (not an integer, bool included), R-ERR-14 (an integer < 1 or > INT32_MAX)."""
+    if value is None:
+        return None
+    number = as_integer("fixed_total", value)
+    if number < 1:
+        raise ValueError(f"fixed_total must be None or >= 1, got {number}")
+    if number > INT32_MAX:
+        raise ValueError(f"fixed_total must be <= {INT32_MAX} (INT32_MAX), got {number}")
+    return number
+
+
+def check_pad_value(
+    value: Any, kind: str, limit: tuple[int, int] | float | None, name: str = "pad_value"
+) -> None:
+    """R-IN-5, R-ERR-1, R-ERR-10 (R-ERR-16 for `ignore_index`, checked the same way).
 
     `kind` is the dtype family: "b" (bool), "i"/"u" (integer), "f"/"c" (floating or complex).
     `limit` is the (low, high) integer range for integer dtypes and the largest finite value for
@@ -123,21 +137,21 @@ def check_pad_value(value: Any, kind: str, limit: tuple[int, int] | float | None
     """
     if not isinstance(value, bool | int | float):
         raise TypeError(
-            f"pad_value must be a bool, int or float, got {type(value).__name__} {value!r}"
+            f"{name} must be a bool, int or float, got {type(value).__name__} {value!r}"
         )
     if kind == "b":
         if value != 0 and value != 1:
-            raise ValueError(f"pad_value {value!r} is not representable in a bool dtype")
+            raise ValueError(f"{name} {value!r} is not representable in a bool dtype")
         return
     if kind in ("i", "u"):
         if isinstance(value, float) and not (math.isfinite(value) and value == int(value)):
-            raise ValueError(f"pad_value {value!r} is not representable in an integer dtype")
+            raise ValueError(f"{name} {value!r} is not representable in an integer dtype")
         assert isinstance(limit, tuple)
         low, high = limit
         if not low <= int(value) <= high:
-            raise ValueError(f"pad_value {value!r} is outside the dtype range [{low}, {high}]")
+            raise ValueError(f"{name} {value!r} is outside the dtype range [{low}, {high}]")
         return
     # Floating: NaN and infinities stand for themselves; finite values must not overflow.
     assert limit is not None and not isinstance(limit, tuple)
     if value == value and abs(value) != float("inf") and abs(value) > limit:
-        raise ValueError(f"pad_value {value!r} overflows the dtype (largest finite {limit})")
+        raise ValueError(f"{name} {value!r} overflows the dtype (largest finite {limit})")

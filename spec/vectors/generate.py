@@ -28,10 +28,19 @@ INT32_MAX = 2**31 - 1
 # Spec 1.1.0's fields: a vector whose config uses one (or an fp8 recipe name) also records
 # plan.num_seqs (R-META-7); the 1.0 vectors stay byte-identical.
 FIELDS_1_1 = ("tail", "seq_align", "max_num_seqs", "max_seqlen")
+# Spec 1.2.0's fields: a vector whose config uses one also records each rank's loss mask
+# (R-LABEL-3) when it packs labels.
+FIELDS_1_2 = ("fixed_total", "labels", "ignore_index")
+
+
+def uses_1_2(config: dict[str, Any]) -> bool:
+    return (any(field in config for field in FIELDS_1_2)
+            or config.get("seq_align") == "none" or config.get("tail") == "tokens")
 
 
 def uses_1_1(config: dict[str, Any]) -> bool:
-    return any(field in config for field in FIELDS_1_1) or isinstance(config.get("fp8"), str)
+    return (any(field in config for field in FIELDS_1_1) or isinstance(config.get("fp8"), str)
+            or uses_1_2(config))
 
 
 def canonical_batch(seqlens: list[int], trail: list[int], dtype: str) -> list[np.ndarray]:
@@ -100,9 +109,12 @@ def pack_vector(
     need_roll: bool = False,
     pad_value: Any = 0,
     mask: list[list[bool]] | None = None,
+    derived: bool = False,
 ) -> dict[str, Any]:
     """A valid pack on every rank, with the plan and the unpack of all ranks; with `mask`, of
-    the mask form (R-IN-7: `masked_batch` and the mask; `seqlens` are its row counts)."""
+    the mask form (R-IN-7: `masked_batch` and the mask; `seqlens` are its row counts); with
+    `derived`, the segments position ids derive over the ranks in buffer order (R-PID-1: cp = 1
+    or contiguous, every position id specified)."""
     trail = trail or []
     cfg = ref.PackConfig(**config)
     seqs = canonical_batch(seqlens, trail, dtype)
@@ -112,6 +124,7 @@ def pack_vector(
         assert [sum(row) for row in mask] == seqlens, "seqlens are the mask's row counts"
     ranks = []
     shards = []
+    ids: list[np.ndarray] = []
     for rank in range(cfg.cp_size):
         if mask is None:
             rows, position_ids, plan = ref.pack_thd(
@@ -126,7 +139,11 @@ def pack_vector(
         ranks.append(
             {"rows": _masked(rows, rows_spec), "position_ids": _masked(position_ids, pos_spec)}
         )
+        if need_roll and uses_1_2(config):
+            ranks[-1]["loss_mask"] = ref.loss_mask(plan, cfg, rank).tolist()  # R-LABEL-3
         shards.append(rows)
+        ids.append(position_ids)
+        assert pos_spec.all() or not derived
     vector: dict[str, Any] = {
         "name": name,
         "call": "pack",
@@ -142,6 +159,9 @@ def pack_vector(
     }
     if mask is not None:
         vector["mask"] = mask
+    if derived:
+        assert cfg.cp_size == 1 or cfg.cp_layout == "contiguous"
+        vector["derived_cu_seqlens"] = ref.segments_from_position_ids(np.concatenate(ids))
     if not need_roll:
         unpacked = ref.unpack_thd(shards, plan, cfg)
         assert all(np.array_equal(a, b) for a, b in zip(unpacked, seqs, strict=True))
@@ -368,6 +388,7 @@ def build() -> list[dict[str, Any]]:
                           config={"cp_size": 2}, seqlens=[4], shard_rows=[2, 3]))
     v += mask_form()
     v += conventions_1_1(shard, roll, total)
+    v += conventions_1_2(shard, roll, total)
     return [{key: _jsonable(value) for key, value in vector.items()} for vector in v]
 
 
@@ -467,6 +488,110 @@ def conventions_1_1(
     v.append(error_vector("reject-too-many-sequences-pack", ["R-ERR-13"], "pack", ValueError,
                           config={"cp_size": 2, "max_num_seqs": 1}, seqs=[[1, 2], [3]],
                           dtypes=["int64", "int64"]))
+    return v
+
+
+def conventions_1_2(
+    shard: list[str], roll: list[str], total: list[str]
+) -> list[dict[str, Any]]:
+    """Spec 1.2.0: seq_align="none", fixed_total, tail="tokens", labels="ignore", the loss mask,
+    position-id boundaries, and their rejections."""
+    meta = ["R-META-7", "R-IN-3", "R-POS-4"]
+    none = ["R-ALIGN-6", "R-ALIGN-2", "R-TOTAL-2"] + meta
+    fixed = ["R-TOTAL-7"] + meta
+    tokens = ["R-TAIL-3", "R-TAIL-4", "R-PID-1", "R-PID-2", "R-PID-3"] + meta
+    labels = ["R-LABEL-1", "R-LABEL-2", "R-LABEL-3", "R-CONSUMER-15"] + meta
+    v: list[dict[str, Any]] = []
+    # seq_align="none" (R-ALIGN-6): the contiguous layout and cp = 1.
+    v.append(pack_vector("seq-align-none-contiguous-cp2", shard + total + none + ["R-SHARD-3"],
+                         {"cp_size": 2, "cp_layout": "contiguous", "seq_align": "none"},
+                         [1, 1]))
+    v.append(pack_vector("seq-align-none-contiguous-cp3-tp2", shard + total + none,
+                         {"tp_size": 2, "cp_size": 3, "cp_layout": "contiguous",
+                          "seq_align": "none", "tail": "segment"}, [7, 0, 4], derived=True))
+    v.append(pack_vector("seq-align-none-cp1-zigzag", shard + total + none,
+                         {"tp_size": 4, "seq_align": "none"}, [3, 2]))
+    v.append(plan_vector("seq-align-none-fp8", none + ["R-FP8-1", "R-TOTAL-1"],
+                         {"tp_size": 2, "cp_size": 2, "cp_layout": "contiguous",
+                          "seq_align": "none", "fp8": True}, [20, 5]))
+    v.append(plan_vector("seq-align-none-mxfp8-min-local-rows", none + ["R-TOTAL-3"],
+                         {"tp_size": 2, "cp_size": 4, "cp_layout": "contiguous",
+                          "seq_align": "none", "fp8": "mxfp8", "min_local_rows": 300}, [5]))
+    # fixed_total (R-TOTAL-7).
+    v.append(pack_vector("fixed-total-zigzag-cp2", shard + total + fixed,
+                         {"cp_size": 2, "fixed_total": 24}, [3, 5]))
+    v.append(pack_vector("fixed-total-segment-static", shard + fixed + ["R-TAIL-1", "R-STATIC-1",
+                         "R-STATIC-2", "R-STATIC-3"],
+                         {"cp_size": 2, "fixed_total": 16, "tail": "segment", "max_num_seqs": 4,
+                          "max_seqlen": "total"}, [3, 0, 2]))
+    v.append(plan_vector("fixed-total-exact-fit", fixed, {"tp_size": 2, "fixed_total": 8},
+                         [3, 4]))
+    v.append(plan_vector("fixed-total-min-local-rows", fixed + ["R-TOTAL-3"],
+                         {"cp_size": 2, "cp_layout": "contiguous", "fixed_total": 64,
+                          "min_local_rows": 32}, [1]))
+    # tail="tokens" (R-TAIL-3, R-TAIL-4).
+    v.append(pack_vector("tail-tokens-cp1", shard + total + tokens,
+                         {"bucket": 8, "tail": "tokens"}, [3, 2], pad_value=-1, derived=True))
+    v.append(pack_vector("tail-tokens-contiguous-cp2", shard + total + tokens + none,
+                         {"cp_size": 2, "cp_layout": "contiguous", "seq_align": "none",
+                          "tail": "tokens", "bucket": 12}, [5, 0, 2], derived=True))
+    v.append(pack_vector("tail-tokens-zero-length", shard + tokens + ["R-IN-2", "R-META-8"],
+                         {"tp_size": 2, "seq_align": "none", "tail": "tokens",
+                          "min_local_rows": 6}, [0, 1, 0],
+                         derived=True))
+    v.append(pack_vector("tail-tokens-roll", shard + roll + tokens,
+                         {"bucket": 8, "tail": "tokens"}, [3, 2], need_roll=True,
+                         pad_value=-100))
+    # labels="ignore" (R-LABEL-1..3).
+    v.append(pack_vector("labels-ignore-cp1", shard + labels, {"tp_size": 2, "labels": "ignore"},
+                         [3, 2, 0, 1], need_roll=True, pad_value=7))
+    v.append(pack_vector("labels-ignore-zigzag-cp2", shard + labels + ["R-SHARD-2"],
+                         {"cp_size": 2, "labels": "ignore", "bucket": 16}, [4, 3], need_roll=True))
+    v.append(pack_vector("labels-ignore-contiguous-tokens", shard + labels + tokens + none,
+                         {"cp_size": 2, "cp_layout": "contiguous", "seq_align": "none",
+                          "tail": "tokens", "labels": "ignore", "ignore_index": -1,
+                          "fixed_total": 10}, [4, 1, 2], need_roll=True, derived=True))
+    v.append(pack_vector("labels-ignore-segment-float32", shard + labels + ["R-TAIL-2"],
+                         {"tail": "segment", "bucket": 8, "labels": "ignore"}, [3], trail=[2],
+                         dtype="float32", need_roll=True))
+    v.append(pack_vector("labels-ignore-without-roll", shard + ["R-LABEL-1"] + meta,
+                         {"cp_size": 2, "labels": "ignore"}, [3, 5]))
+    # Rejections (R-ERR-1, R-ERR-12, R-ERR-14, R-ERR-15, R-ERR-16).
+    bad_config = [
+        ("seq-align-none-zigzag", {"cp_size": 2, "seq_align": "none"}, ValueError,
+         ["R-ERR-14", "R-ALIGN-6"]),
+        ("tail-tokens-zigzag", {"cp_size": 3, "tail": "tokens"}, ValueError,
+         ["R-ERR-14", "R-TAIL-3"]),
+        ("tail-tokens-max-num-seqs", {"tail": "tokens", "max_num_seqs": 3}, ValueError,
+         ["R-ERR-14", "R-TAIL-3"]),
+        ("tail-tokens-unknown", {"tail": "token"}, ValueError, ["R-ERR-12"]),
+        ("fixed-total-bucket", {"fixed_total": 16, "bucket": 16}, ValueError, ["R-ERR-14"]),
+        ("fixed-total-not-multiple", {"cp_size": 2, "fixed_total": 6}, ValueError,
+         ["R-ERR-14", "R-TOTAL-7"]),
+        ("fixed-total-zero", {"fixed_total": 0}, ValueError, ["R-ERR-14"]),
+        ("fixed-total-above-int32", {"fixed_total": 2**31}, ValueError, ["R-ERR-14"]),
+        ("fixed-total-bool", {"fixed_total": True}, TypeError, ["R-ERR-1"]),
+        ("fixed-total-float", {"fixed_total": 16.0}, TypeError, ["R-ERR-1"]),
+        ("labels-unknown", {"labels": "shift"}, ValueError, ["R-ERR-12"]),
+        ("labels-bool", {"labels": True}, TypeError, ["R-ERR-1"]),
+        ("ignore-index-bool", {"ignore_index": False}, TypeError, ["R-ERR-1", "R-LABEL-2"]),
+        ("ignore-index-float", {"ignore_index": -100.0}, TypeError, ["R-ERR-1", "R-LABEL-2"]),
+    ]
+    for name, config, error, rules in bad_config:
+        v.append(error_vector(f"reject-{name}", rules, "config", error, config=config))
+    v.append(error_vector("reject-fixed-total-too-small", ["R-ERR-15", "R-TOTAL-7"], "plan",
+                          ValueError, config={"cp_size": 2, "fixed_total": 8}, seqlens=[3, 5]))
+    v.append(error_vector("reject-fixed-total-min-local-rows", ["R-ERR-15"], "plan", ValueError,
+                          config={"fixed_total": 8, "min_local_rows": 9}, seqlens=[1]))
+    v.append(error_vector("reject-fixed-total-too-small-pack", ["R-ERR-15"], "pack", ValueError,
+                          config={"fixed_total": 2}, seqs=[[1, 2], [3]],
+                          dtypes=["int64", "int64"]))
+    v.append(error_vector("reject-ignore-index-uint8", ["R-ERR-16", "R-LABEL-2"], "pack",
+                          ValueError, config={"labels": "ignore"}, seqs=[[1, 2]],
+                          dtypes=["uint8"], need_roll=True))
+    v.append(error_vector("reject-ignore-index-bool-dtype", ["R-ERR-16"], "pack", ValueError,
+                          config={"labels": "ignore"}, seqs=[[True, False]], dtypes=["bool"],
+                          need_roll=True))
     return v
 
 

@@ -36,6 +36,16 @@ import impl
         ("max_num_seqs", -3, ValueError),
         ("max_seqlen", 128, TypeError),
         ("max_seqlen", "bucket", ValueError),
+        ("fixed_total", True, TypeError),
+        ("fixed_total", 16.0, TypeError),
+        ("fixed_total", 0, ValueError),
+        ("fixed_total", 2**31, ValueError),
+        ("labels", 1, TypeError),
+        ("labels", "shift", ValueError),
+        ("ignore_index", True, TypeError),
+        ("ignore_index", -100.0, TypeError),
+        ("seq_align", "None", ValueError),
+        ("tail", "token", ValueError),
     ],
 )
 def test_bad_convention_values_are_typed_errors(field: str, value: Any, error: type) -> None:
@@ -46,9 +56,18 @@ def test_bad_convention_values_are_typed_errors(field: str, value: Any, error: t
     assert field in str(info.value) and repr(value) in str(info.value), str(info.value)
 
 
+def test_fields_of_1_2_are_appended_with_1_1_defaults() -> None:
+    """Spec 1.2's fields follow 1.1's; their defaults build the 1.1 config."""
+    names = [f for f in impl.PackConfig.__dataclass_fields__][-3:]
+    assert names == ["fixed_total", "labels", "ignore_index"]
+    cfg = impl.PackConfig(fixed_total=None, labels="roll", ignore_index=-100)
+    assert cfg == impl.PackConfig() and hash(cfg) == hash(impl.PackConfig())
+    assert impl.PackConfig(ignore_index=np.int16(-1)).ignore_index == -1  # type: ignore[arg-type]
+
+
 def test_new_fields_default_to_the_one_convention_of_1_0() -> None:
     """Appended in coord order; the defaults build the 1.0 config (equal and hashed alike)."""
-    names = [f for f in impl.PackConfig.__dataclass_fields__][-4:]
+    names = [f for f in impl.PackConfig.__dataclass_fields__][-7:-3]
     assert names == ["tail", "seq_align", "max_num_seqs", "max_seqlen"]
     cfg = impl.PackConfig(tail="last", seq_align="tp_cp", max_num_seqs=None, max_seqlen="exact")
     assert cfg == impl.PackConfig() and hash(cfg) == hash(impl.PackConfig())
@@ -348,3 +367,52 @@ def test_engine_rejects_bad_static_metadata(field: str, value: Any,
     with pytest.raises(error, match=field) as caught:
         impl.resolve_engine_config(pad_to_length=True, **{field: value})
     assert type(caught.value) is error
+
+
+@pytest.mark.rules("R-ERR-14", "R-ALIGN-6", "R-TAIL-3", "R-TOTAL-7")
+@pytest.mark.parametrize(
+    ("config", "names"),
+    [
+        ({"cp_size": 2, "seq_align": "none"}, ["seq_align", "'none'", "cp_layout", "cp_size=2"]),
+        ({"cp_size": 4, "tail": "tokens"}, ["tail", "'tokens'", "cp_layout", "cp_size=4"]),
+        ({"tail": "tokens", "max_num_seqs": 3}, ["tail", "max_num_seqs=3"]),
+        ({"fixed_total": 16, "bucket": 8}, ["fixed_total=16", "bucket=8"]),
+        ({"tp_size": 2, "cp_size": 2, "fixed_total": 12}, ["fixed_total=12", "M=8"]),
+    ],
+)
+def test_conflicting_1_2_values_name_both_fields(config: dict[str, Any], names: list[str]) -> None:
+    """R-ERR-14: a ValueError at config time naming each field and value involved."""
+    with pytest.raises(ValueError) as info:
+        impl.PackConfig(**config)
+    assert all(name in str(info.value) for name in names), str(info.value)
+
+
+@pytest.mark.rules("R-ERR-15", "R-ERR-16", "R-TOTAL-7", "R-LABEL-2")
+def test_fixed_total_and_ignore_index_refused_before_data_is_read() -> None:
+    """A fixed total too small (naming N and the needed total) and an ignore_index the dtype
+    cannot hold are raised on a batch whose values cannot be read (torch's meta device)."""
+    batch = [torch.empty(5, device="meta"), torch.empty(4, device="meta")]
+    with pytest.raises(ValueError, match=r"fixed_total=8 .* 9 rows"):
+        impl.pack_thd(batch, impl.PackConfig(fixed_total=8), 0)
+    with pytest.raises(ValueError, match=r"fixed_total=8 .* 9 rows"):
+        impl.plan_thd([5, 4], impl.PackConfig(fixed_total=8))
+    bools = [torch.empty(3, dtype=torch.bool, device="meta")]
+    with pytest.raises(ValueError, match="ignore_index=-100"):
+        impl.pack_thd(bools, impl.PackConfig(labels="ignore"), 0, need_roll=True)
+    impl.pack_thd(bools, impl.PackConfig(labels="ignore"), 0)  # no labels: nothing to hold
+
+
+@pytest.mark.rules("R-LABEL-3")
+def test_loss_mask_on_a_device_and_its_argument_checks() -> None:
+    """The mask comes on the device asked for; bad arguments are typed errors."""
+    cfg = impl.PackConfig(cp_size=2, cp_layout="contiguous", seq_align="none")
+    plan = impl.plan_thd([3, 1, 2], cfg)
+    assert impl.loss_mask(plan, cfg, 1, device="meta").device.type == "meta"
+    assert impl.loss_mask(plan, cfg, 0).tolist() == [True, True, False]
+    assert impl.loss_mask(plan, cfg, 1).tolist() == [False, True, False]
+    with pytest.raises(ValueError, match="cp_rank"):
+        impl.loss_mask(plan, cfg, 2)
+    with pytest.raises(TypeError, match="cp_rank"):
+        impl.loss_mask(plan, cfg, True)
+    with pytest.raises(TypeError, match="config"):
+        impl.loss_mask(plan, {}, 0)  # type: ignore[arg-type]

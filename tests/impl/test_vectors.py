@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import impl
+from reference import segments_from_position_ids
 from spec.examples import canonical_values, examples, vector_files
 from spec.vectors.generate import canonical_batch, masked_batch
 
@@ -110,6 +111,7 @@ def test_golden_vector(vector: dict[str, Any]) -> None:
         batch = torch.from_numpy(masked_batch([s.numpy() for s in seqs], vector["mask"]))
         mask = {"mask": torch.tensor(vector["mask"], dtype=torch.bool)}
     shards = []
+    ids: list[torch.Tensor] = []
     for rank, expected in enumerate(vector["ranks"]):
         rows, pos, plan = impl.pack_thd(
             batch, cfg, rank, need_roll=vector["need_roll"], pad_value=vector["pad_value"],
@@ -120,7 +122,15 @@ def test_golden_vector(vector: dict[str, Any]) -> None:
         assert tuple(rows.shape) == (plan.local_rows, *vector["trail"])
         _masked_equal(rows, expected["rows"])
         _masked_equal(pos, expected["position_ids"])
+        assert bool((pos >= 0).all()), f"R-POS-4: {pos.tolist()}"
+        if "loss_mask" in expected:  # R-LABEL-3
+            mask_out = impl.loss_mask(plan, cfg, rank)
+            assert mask_out.dtype == torch.bool and mask_out.tolist() == expected["loss_mask"]
         shards.append(rows)
+        ids.append(pos)
+    if "derived_cu_seqlens" in vector:  # R-PID-1 over impl's position ids, in buffer order
+        derived = segments_from_position_ids(torch.cat(ids).numpy())
+        assert derived.tolist() == vector["derived_cu_seqlens"]
     if vector.get("unpack_round_trip"):
         out = impl.unpack_thd(shards, plan, cfg)
         assert len(out) == len(seqs)
@@ -146,6 +156,7 @@ def test_spec_example(example: dict[str, Any]) -> None:
     plan = impl.plan_thd(example["seqlens"], cfg)
     _check_plan(plan, example.get("plan", {}))
     seqs = [torch.tensor(v, dtype=torch.int64) for v in canonical_values(example["seqlens"])]
+    ids: list[torch.Tensor] = []
     for rank in range(cfg.cp_size):
         rows, pos, _ = impl.pack_thd(
             seqs,
@@ -158,3 +169,9 @@ def test_spec_example(example: dict[str, Any]) -> None:
             _masked_equal(rows, example["rows"][str(rank)])
         if str(rank) in example.get("position_ids", {}):
             _masked_equal(pos, example["position_ids"][str(rank)])
+        if str(rank) in example.get("loss_mask", {}):  # R-LABEL-3
+            assert impl.loss_mask(plan, cfg, rank).tolist() == example["loss_mask"][str(rank)]
+        ids.append(pos)
+    if "derived_cu_seqlens" in example:  # R-PID-1
+        derived = segments_from_position_ids(torch.cat(ids).numpy())
+        assert derived.tolist() == example["derived_cu_seqlens"]

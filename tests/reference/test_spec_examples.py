@@ -25,6 +25,10 @@ def test_examples_exist_for_issue_list() -> None:
         "max-num-seqs-last", "max-num-seqs-segment", "max-seqlen-total",
         "static-key-one-sequence", "static-key-three-sequences", "reject-tail-value",
         "too-many-sequences", "too-many-sequences-segment",
+        # spec 1.2.0
+        "seq-align-none-contiguous", "fixed-total", "reject-fixed-total-too-small",
+        "tail-tokens", "labels-ignore", "labels-ignore-zigzag-cp2", "derived-zero-length",
+        "reject-seq-align-none-zigzag", "reject-tail-tokens-max-num-seqs",
     } <= names
 
 
@@ -68,3 +72,16 @@ def test_example(example: dict[str, Any]) -> None:
                 assert (value is None) == (not specified[k]), f"{key}[{rank}][{k}]"
                 if value is not None:
                     assert actual[k] == value, f"{key}[{rank}][{k}]: {actual[k]} != {value}"
+            if key == "position_ids":
+                assert (actual >= 0).all(), f"R-POS-4: {actual}"
+    for rank, expected in example.get("loss_mask", {}).items():
+        assert ref.loss_mask(plan, config, int(rank)).tolist() == expected, f"loss_mask[{rank}]"
+    if "derived_cu_seqlens" in example:
+        # R-PID-1 over the buffer order: cp = 1, or the contiguous ranks concatenated.
+        assert config.cp_size == 1 or config.cp_layout == "contiguous"
+        ids = np.concatenate([
+            ref.pack_thd(seqs, config, rank, need_roll=need_roll, pad_value=pad_value)[1]
+            for rank in range(config.cp_size)
+        ])
+        derived = ref.segments_from_position_ids(ids).tolist()
+        assert derived == example["derived_cu_seqlens"]
