@@ -1,4 +1,5 @@
-"""Sessions: `nox -s tests` (CI), `nox -s conformance` (main job), gpu, bench, mutation, lint.
+"""Sessions: `nox -s tests` (CI), `nox -s conformance` (main job), gpu, bench, planner,
+mutation, lint.
 
 Every session installs what it needs from this file and pyproject.toml; nothing is installed
 by hand.
@@ -75,42 +76,25 @@ def conformance(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
-    """Benchmarks side by side (impl, reference, verl, gather floor); writes reports/bench.json."""
+    """The benchmark: impl against verl 0.9.1 and the gather floor, idle and busy host (minutes)."""
     _install_test_deps(session)
     session.install("--no-deps", VERL)
-    session.install("matplotlib")
-    session.run("python", "-m", "bench.run", *session.posargs)  # e.g. `nox -s bench -- --quick`
-    # The same impl and floor timings with glibc's thresholds fixed (freed buffers reused, as a
-    # caching allocator does), so that page faults do not decide the impl/floor ratio.
-    session.run("python", "-m", "bench.run", "--malloc", "steady", "--no-verl", "--no-reference",
-                "--out", "reports/bench-steady.json", *session.posargs)
-    # Busy host: the B = 256 cases idle and with one spinning process per core, alternating,
-    # under torch's default thread count (issue 15; see bench/RESULTS.md, "Busy host").
-    session.run("python", "-m", "bench.run", "--busy", "--out", "reports/bench-busy.json",
-                *session.posargs)
-    # verl's mask entry point (preprocess_packed_seqs) against impl's padded batch + mask form
-    # and the gather floor, B = 256, S = 4096, cp = 4 (issue 13; bench/RESULTS.md).
-    session.run("python", "-m", "bench.packed_seqs", "--out", "reports/bench-packed-seqs.json",
-                *session.posargs)
-    # The bucket planner on a synthetic RL length distribution, with the trade-off curve and a
-    # short measured torch.compile run (see README, "Choosing a bucket").
-    session.run(
-        "python", "-m", "bench.plan", "--dist", "lognormal", "--tokens-per-mb", "16384",
-        "--cp", "4", "--micro-batches", "256", "--plot", "reports/bucket_tradeoff.png",
-        "--json", "reports/plan.json", "--measure-compile", "--compile-micro-batches", "8",
-    )
-
+    session.run("python", "-m", "bench.run", *session.posargs)  # writes reports/bench.json
 
 
 @nox.session(python=PYTHON)
 def planner(session: nox.Session) -> None:
-    """The planner's convention comparison and the honest compile probe (CPU, minutes)."""
+    """The planner's example (table, config to paste, plot), then its measured compile mode."""
     _install_test_deps(session)
-    session.run("python", "-m", "bench.plan", "--dist", "lognormal", "--tokens-per-mb", "16384",
-                "--tp", "2", "--cp", "4", "--tail", "last,segment", "--seq-align", "tp_cp,cp",
-                "--fp8", "False,True,mxfp8,nvfp4", "--json", "reports/plan-conventions.json",
+    example = ["python", "-m", "bench.plan", "--dist", "lognormal", "--tokens-per-mb", "16384",
+               "--cp", "4"]
+    session.run(*example, "--plot", "reports/plan.png", "--json", "reports/plan.json",
                 *session.posargs)
-    session.run("python", "-m", "bench.compile_probe", "--json", "reports/compile_probe.json")
+    # torch.compile of a varlen-attention stand-in on the first micro-batches: graphs compiled
+    # without a bucket, with the recommended bucket, and with it plus static metadata.
+    session.run(*example, "--micro-batches", "8", "--measure-compile",
+                "--compile-micro-batches", "8", "--compile-backend", "aot_eager")
+
 
 # python=None: the interpreter running nox, i.e. the runner's own Python with its torch and TE.
 @nox.session(python=None, venv_params=["--system-site-packages"])
