@@ -8,6 +8,7 @@ a trainer sets them under its engine section, e.g. `actor_rollout_ref.actor.mega
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from typing import Any
 
 import impl
@@ -61,18 +62,18 @@ def packconfig_text(kwargs: dict[str, Any]) -> str:
 
 def engine_call_text(kwargs: dict[str, Any]) -> str | None:
     """`resolve_engine_config(...)` for the same config, or None where it has no flag for a
-    field (an FP8 recipe name, `tail`, `seq_align`)."""
-    changed = _changed(kwargs)
-    if isinstance(changed.get("fp8", False), str) or {"tail", "seq_align"} & set(changed):
-        return None
+    field (an FP8 recipe name, `tail`, `seq_align`, ...)."""
+    accepted = set(inspect.signature(impl.resolve_engine_config).parameters)
     flags: dict[str, Any] = {}
-    for name, value in changed.items():
+    for name, value in _changed(kwargs).items():
         if name == "bucket":
             flags.update(pad_to_length=True, pad_to_length_bucket=value)
-        elif name == "fp8":
+        elif name == "fp8" and isinstance(value, bool):
             flags["use_fp8_padding"] = value
-        else:
+        elif name in accepted and name != "fp8":
             flags[name] = value
+        else:
+            return None
     return _call("resolve_engine_config", flags)
 
 
@@ -85,7 +86,8 @@ def verl_engine_keys(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, 
     keys["pad_to_length"] = bucket is not None
     if bucket is not None:
         keys["pad_to_length_bucket"] = bucket
-    missing = {name: NO_VERL_KEY[name] for name in _changed(kwargs) if name in NO_VERL_KEY}
+    missing = {name: NO_VERL_KEY.get(name, "no engine key") for name in _changed(kwargs)
+               if name not in VERL_KEYS and name != "bucket"}
     return keys, missing
 
 
@@ -103,8 +105,8 @@ def format_recommendation(kwargs: dict[str, Any]) -> str:
     lines = ["config to paste (Python; `from <your copy> import PackConfig, "
              "resolve_engine_config`):", f"    {packconfig_text(kwargs)}"]
     lines.append(f"    {engine}" if engine is not None else
-                 "    (resolve_engine_config has no flag for this config's tail, seq_align or "
-                 "FP8 recipe: use PackConfig)")
+                 "    (resolve_engine_config has no flag for some of these fields: use "
+                 "PackConfig)")
     lines.append("verl engine YAML (McoreEngineConfig keys, e.g. under "
                  "actor_rollout_ref.actor.megatron):")
     lines += [f"    {key}: {_yaml_scalar(value)}" for key, value in keys.items()]
