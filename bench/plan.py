@@ -5,10 +5,12 @@
 
 A bucket (verl's ``pad_to_length_bucket``, R-TOTAL-2/R-TOTAL-4) rounds every micro-batch's
 packed total up to a multiple of the bucket. That adds up to one bucket of padding rows per
-micro-batch but caps the number of distinct packed shapes, and with them JIT and cuDNN
-recompiles. The planner simulates micro-batches from a length distribution and reports both
-sides for every candidate bucket. All arithmetic goes through ``plan_thd`` (impl by default),
-never through a copy of the spec's formulas.
+micro-batch but caps the number of distinct packed shapes; with static metadata
+(``max_num_seqs``, ``max_seqlen="total"``) it caps the graph keys, and with them JIT and cuDNN
+recompiles. The planner simulates micro-batches from a length distribution, reports both sides
+for every candidate bucket, and prints its choice as ``PackConfig(...)`` and as verl's engine
+YAML keys. All arithmetic goes through ``plan_thd`` (impl by default), never through a copy of
+the spec's formulas.
 """
 
 from __future__ import annotations

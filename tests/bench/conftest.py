@@ -1,4 +1,5 @@
-"""tests/bench: the bucket planner (bench/plan.py) and its inputs; fast, no benchmarks here."""
+"""tests/bench: the planner (bench/plan.py) and its inputs, the benchmark's table and one tiny
+run of it, the busy-host spinners; no timing is judged here."""
 
 from __future__ import annotations
 
