@@ -116,7 +116,7 @@ def run_payload(payload: str, args: argparse.Namespace, verl: tuple[Any, Any] | 
             for name, fn in fns.items():
                 if name == "verl" and spinners:
                     continue  # the table's busy rows compare impl with the floor only
-                # verl's loop takes ~0.2 s a call here: a longer run gives it several samples
+                # verl's loop takes tenths of a second a call: a longer run, several samples
                 span = args.min_run_time * (3 if name == "verl" else 1)
                 out[host][name] = measure(fn, threads, span)
     return out
