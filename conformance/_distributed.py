@@ -42,9 +42,10 @@ def run(job_path: Path, rank: int) -> int:
         for case in job["cases"]:
             current = case
             seqs = case.batch.arrays()
-            rows, _, meta = target.pack(seqs, dict(case.config), cp_rank,
-                                        need_roll=case.need_roll, pad_value=case.pad_value)
-            outs, grad = target.distributed_unpack(rows, meta, dict(case.config), cp_rank, group)
+            got = target.pack(seqs, dict(case.config), cp_rank, need_roll=case.need_roll,
+                              pad_value=case.pad_value)
+            outs, grad = target.distributed_unpack(got.rows, got.meta, dict(case.config),
+                                                   cp_rank, group)
             results.append({"outputs": outs, "grad": grad})
         packed = []
         for case in job.get("packed", []):  # verl's mask entry points (R-MEG-8, R-MEG-9)

@@ -1,7 +1,8 @@
-"""Suite configuration: the target under test, hypothesis profiles, rule markers, reports.
+"""Suite configuration: the target under test, rule markers, reports (the options and
+hypothesis profiles are conformance/plugin.py's, registered from here in a checkout run).
 
 - `--target NAME` (or THD_TARGET): impl (default), reference, verl, or `module:attr`.
-- `--hypothesis-profile`: dev (fast), ci (derandomized, the CI budget), thorough (20x ci).
+- `--hypothesis-profile`: dev (fast, the default), ci (derandomized, the CI budget), thorough.
 - Each test carries `@pytest.mark.rules("R-...")`; outcomes are folded per rule into
   reports/conformance-<target name>.json and .md (conformance/report.py), and the matrix is
   printed at the end.
@@ -15,39 +16,31 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import settings
 
-from conformance import harness, report
+from conformance import harness, plugin, report
 from conformance.rules import spec_rules, spec_version
 from conformance.targets import TargetLoadError, load_target
 
-_SLOW = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
-CI_EXAMPLES = 100
-settings.register_profile("dev", max_examples=8, deadline=None, suppress_health_check=_SLOW)
-settings.register_profile(
-    "ci", max_examples=CI_EXAMPLES, deadline=None, derandomize=True, database=None,
-    suppress_health_check=_SLOW, print_blob=False,
-)
-settings.register_profile(
-    "thorough", max_examples=20 * CI_EXAMPLES, deadline=None, suppress_health_check=_SLOW
-)
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
-
+CI_EXAMPLES = plugin.CI_EXAMPLES
 _RESULTS: list[dict[str, Any]] = []
 _CONFIG: Any = None
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("thd conformance")
-    group.addoption(
-        "--target", action="store", default=None,
-        help="implementation under test: impl (default), reference, verl, or module:attr "
-        "(also THD_TARGET)",
-    )
-    group.addoption(
-        "--report-dir", action="store", default=None,
-        help="where conformance-<target>.json/.md go (default: <rootdir>/reports)",
-    )
+def _load_default_profile() -> None:
+    """dev, unless --hypothesis-profile chose one already (an installed suite's conftest is
+    loaded after hypothesis has applied the option)."""
+    if str(getattr(settings, "_current_profile", None) or "default") == "default":
+        settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+_load_default_profile()
+
+
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    """A checkout run (the plugin not installed): the plugin's options, from here."""
+    if not pluginmanager.has_plugin(plugin.NAME):
+        pluginmanager.register(plugin, plugin.NAME)
 
 
 def _target_name(config: pytest.Config) -> str:
@@ -79,12 +72,16 @@ _TARGET_KEY = pytest.StashKey[str]()
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     target = harness.target()
-    caps = ", ".join(sorted(target.capabilities))
+    caps = ", ".join(sorted(harness.caps()))
     return [
-        f"thd conformance: target={harness.target_spec()} ({target.description}); "
+        f"thd conformance: target={harness.target_spec()} ({_description(target)}); "
         f"spec version {spec_version()}; hypothesis profile {_profile()}",
         f"thd conformance: capabilities: {caps}",
     ]
+
+
+def _description(target: Any) -> str:
+    return str(getattr(target, "description", None) or target.name)
 
 
 def _profile() -> str:
@@ -116,7 +113,7 @@ def _item_rules(item: pytest.Item) -> list[str]:
 def _target_files() -> tuple[str, ...]:
     """Files of the target's own code (its class's module), for telling its crashes apart."""
     try:
-        return (str(Path(inspect.getfile(type(harness.target()))).resolve()),)
+        return (str(Path(inspect.getfile(type(harness.target().adapter))).resolve()),)
     except (TypeError, OSError):
         return ()
 
@@ -158,8 +155,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     header = {
         "target": harness.target_spec(),
         "name": str(target.name),
-        "description": target.description,
-        "capabilities": sorted(target.capabilities),
+        "description": _description(target),
+        "capabilities": sorted(harness.caps()),
         "max_rows": harness.max_rows(),
         "spec_version": spec_version(),
         "hypothesis_profile": _profile(),

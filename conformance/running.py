@@ -25,7 +25,7 @@ META_INTS = ("max_seqlen", "total", "local_rows", "num_seqs")
 @dataclass
 class RankResult:
     rows: np.ndarray
-    pos: np.ndarray
+    pos: Any  # np.ndarray; None where the target gives no position ids (they go unchecked)
     meta: Any  # target: Meta dict; reference: Plan
 
 
@@ -67,6 +67,8 @@ def call_target(what: str, fn: Any, *args: Any, rules: set[str] | None = None,
     exception a TargetError; both chain the original, so its traceback stays in the report."""
     try:
         return fn(*args, **kwargs)
+    except TargetError:
+        raise
     except REJECTIONS as exc:
         raise RuleViolation(f"{what}: the target rejected a valid input with "
                             f"{type(exc).__name__}: {exc}", rules or valid_input_rules()) from exc
@@ -84,7 +86,7 @@ def _readable_array(value: Any, what: str) -> np.ndarray:
     return arr
 
 
-def readable_output(result: Any, what: str) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+def readable_output(result: Any, what: str) -> tuple[np.ndarray, Any, dict[str, Any]]:
     """Rows, position ids and meta of one pack call, or TargetError where the protocol's shape
     is broken (not a 3-tuple, arrays that cannot be read, meta not a mapping or without
     `cu_seqlens_padded`, row counts that are not integers). Wrong values are left to the rule
@@ -95,13 +97,14 @@ def readable_output(result: Any, what: str) -> tuple[np.ndarray, np.ndarray, dic
                           "not (rows, position_ids, meta)")
     rows_in, pos_in, meta = result
     try:
-        rows, pos = np.asarray(rows_in), np.asarray(pos_in)
+        rows = np.asarray(rows_in)
+        pos = None if pos_in is None else np.asarray(pos_in)
     except Exception as exc:
         raise TargetError(f"{what}: rows or position ids cannot be read as arrays: "
                           f"{exc!r}") from exc
-    if rows.ndim == 0 or pos.ndim == 0:
-        raise TargetError(f"{what}: rows {rows.shape} / position ids {pos.shape} have no row "
-                          "dimension")
+    if rows.ndim == 0 or (pos is not None and pos.ndim == 0):
+        raise TargetError(f"{what}: rows {rows.shape} / position ids "
+                          f"{getattr(pos, 'shape', None)} have no row dimension")
     if not isinstance(meta, Mapping):
         raise TargetError(f"{what}: meta is {type(meta).__name__}, not a mapping")
     if "cu_seqlens_padded" not in meta:

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from spec.vectors.generate import canonical_batch
 
 from . import requirements as req
-from .targets.protocol import CONVENTION_DEFAULTS, CONVENTION_VALUES, FP8_RECIPES
+from .protocol import CONVENTION_DEFAULTS, CONVENTION_VALUES, FP8_RECIPES
 
 INT32_MAX = 2**31 - 1
 

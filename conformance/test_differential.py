@@ -13,6 +13,7 @@ from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 from . import harness as h
+from .protocol import plain_meta
 from .strategies import (
     Batch,
     PackCase,
@@ -22,7 +23,6 @@ from .strategies import (
     rows_bound,
     zero_length_batches,
 )
-from .targets.protocol import plain_meta
 
 CAPS = h.caps()
 # Sharding, labels and empty sequences are tested without the total-level stages (bucket,

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 import reference
 
 from . import harness as h
+from .protocol import CONVENTION_CAPABILITIES, plain_meta
 from .strategies import Batch, PackCase, batches, configs, pack_cases
-from .targets.protocol import CONVENTION_CAPABILITIES, plain_meta
 
 # The Megatron view keeps verl's convention (issue 12): spec 1.1's other conventions are not drawn.
 CAPS = h.caps() - CONVENTION_CAPABILITIES

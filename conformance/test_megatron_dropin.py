@@ -15,8 +15,8 @@ import reference
 
 from . import harness as h
 from ._megatron_slots import slot_values
+from .protocol import CONVENTION_CAPABILITIES
 from .strategies import Batch, PackCase, batches, configs, pack_cases
-from .targets.protocol import CONVENTION_CAPABILITIES
 
 # The Megatron view keeps verl's convention (issue 12): spec 1.1's other conventions are not drawn.
 CAPS = h.caps() - CONVENTION_CAPABILITIES

@@ -13,7 +13,7 @@ import pytest
 import reference
 
 from . import harness as h
-from .targets.protocol import CAPABILITIES
+from .protocol import CAPABILITIES
 
 FIELDS = ("tp_size", "cp_size", "bucket", "min_local_rows")
 # Each case: Python-int config, the NumPy type each of its sizes is given as.

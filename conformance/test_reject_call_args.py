@@ -33,12 +33,13 @@ def test_reject_cp_rank(value: Any) -> None:
                  field="cp_rank")
 
 
-@h.needs("need_roll")
+@h.needs("need_roll", "need_roll_type_checks")
 @pytest.mark.rules("R-IN-4", "R-ERR-1")
 @h.prop_settings(0.5)
 @given(bad_flags)
 def test_reject_need_roll(value: Any) -> None:
-    """need_roll must be a real bool."""
+    """need_roll must be a real bool (declined where the target's callers check it:
+    validated_elsewhere "need_roll_type")."""
     compare_pack(two_sequences(), BASE_CONFIG, need_roll=value, rules={"R-ERR-1"},
                  field="need_roll")
 

@@ -10,8 +10,8 @@ import pytest
 import reference
 
 from . import harness as h
+from .protocol import plain_meta
 from .rejection import BASE_CONFIG, two_sequences
-from .targets.protocol import plain_meta
 
 FOREIGN: dict[str, Any] = {"dict": lambda meta, config: (dict(meta), dict(config)),
            "str": lambda meta, config: ("plan", "config"),

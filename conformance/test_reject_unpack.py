@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 import reference
 
 from . import harness as h
+from .protocol import plain_meta
 from .rejection import BASE_CONFIG
 from .strategies import (
     UNPACK_FAULTS,
 )
-from .targets.protocol import plain_meta
 
 
 def _bad_unpack(kind: str) -> tuple[list[np.ndarray], dict[str, Any], dict[str, Any]]:

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 import reference
 
 from . import harness as h
+from .protocol import plain_meta
 from .strategies import Batch, PackCase, batches, configs, pack_cases
-from .targets.protocol import plain_meta
 
 CAPS = h.caps()
 

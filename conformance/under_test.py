@@ -1,7 +1,9 @@
 """The target under test, the one piece of mutable state of the suite (set once by conftest.py),
-and what it declares: capabilities, declined features, `max_rows`, its fixed convention, its
-example budget. Every other harness module reads the target through `target()`, never a copy,
-so the selection reaches them all.
+and the suite's view of it: the capabilities derived from its `declared` and its methods
+(protocol.capabilities), `max_rows`, its fixed convention, its example budget. Every other
+harness module reads the target through `target()`, never a copy, so the selection reaches them
+all. `target()` is the adapter seen through `Subject`, whose pack-like methods return the tuple
+(rows, position_ids, meta) the checks read.
 """
 
 from __future__ import annotations
@@ -11,20 +13,23 @@ from typing import Any
 import pytest
 from hypothesis import assume, settings
 
-from .strategies import PackCase, declined, unknown_fields
-from .targets.protocol import (
-    BASE_FEATURES,
+from .protocol import (
     CAPABILITIES,
     CONVENTION_DEFAULTS,
     CONVENTION_VALUES,
-    declared_capabilities,
+    Packed,
+    capabilities,
+    declared_of,
+    describe,
 )
+from .strategies import PackCase, declined, unknown_fields
+from .verdicts import TargetError
 
 _STATE: dict[str, Any] = {"target": None, "spec": None}
 
 
 def set_target(obj: Any, spec: str) -> None:
-    _STATE["target"], _STATE["spec"] = obj, spec
+    _STATE["target"], _STATE["spec"] = Subject(obj), spec
 
 
 def target() -> Any:
@@ -34,14 +39,40 @@ def target() -> Any:
     return _STATE["target"]
 
 
+def as_tuple(result: Any, what: str = "pack()") -> tuple[Any, Any, Any]:
+    """(rows, position_ids, meta) of a `Packed`; TargetError for anything else."""
+    if not isinstance(result, Packed):
+        raise TargetError(f"{what} returned {type(result).__name__}, not "
+                          "conformance.protocol.Packed")
+    return result.rows, result.position_ids, result.meta
+
+
+class Subject:
+    """The adapter as the checks call it: `pack` and the other pack-like optional methods
+    return (rows, position_ids, meta); every other attribute is the adapter's own."""
+
+    PACKING = ("pack", "pack_as", "pack_masked", "pack_flat", "pack_float8")
+
+    def __init__(self, adapter: Any) -> None:
+        self.adapter = adapter
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.adapter, name)
+        if name not in self.PACKING:
+            return attr
+
+        def packing(*args: Any, **kwargs: Any) -> tuple[Any, Any, Any]:
+            return as_tuple(attr(*args, **kwargs), f"{name}()")
+        return packing
+
+
 def target_spec() -> str:
     return str(_STATE["spec"])
 
 
 def caps() -> frozenset[str]:
-    """The declared capabilities, the base features the target does not decline, and its fixed
-    convention (protocol.declared_capabilities)."""
-    return declared_capabilities(target())
+    """The suite's view of the target (protocol.capabilities)."""
+    return capabilities(target().adapter)
 
 
 # A skip for a feature the target does not declare starts with this; the report lists such
@@ -50,9 +81,7 @@ DECLINED = "declined capability"
 
 
 def skip_reason(cap: str) -> str:
-    reasons = getattr(target(), "skip_reasons", {}) or {}
-    why = reasons.get(cap) or CAPABILITIES.get(cap) or BASE_FEATURES.get(cap, cap)
-    return f"{DECLINED} {cap!r}: target {target().name!r}: {why}"
+    return f"{DECLINED} {cap!r}: target {target().name!r}: {describe(cap)}"
 
 
 def require(*needed: str) -> None:
@@ -67,15 +96,15 @@ def require(*needed: str) -> None:
 def needs(*needed: str) -> pytest.MarkDecorator:
     """Marker: the test runs only if the target declares every capability (checked by
     conftest.py at setup, before hypothesis runs, so a declined test prints nothing)."""
-    unknown = set(needed) - set(CAPABILITIES) - set(BASE_FEATURES)
+    unknown = set(needed) - CAPABILITIES
     if unknown:
         raise ValueError(f"needs(): unknown capabilities {sorted(unknown)}")
     return pytest.mark.needs(*needed)
 
 
 def max_rows() -> int | None:
-    """The target's `max_rows` (None: no limit)."""
-    value = getattr(target(), "max_rows", None)
+    """The target's declared `max_rows` (None: no limit)."""
+    value = declared_of(target().adapter).max_rows
     return None if value is None else int(value)
 
 
@@ -145,5 +174,6 @@ def prop_settings(weight: float = 1.0, **kwargs: Any) -> settings:
     """The loaded profile's example count scaled by `weight` and by the target's `cost`
     (a slow target such as verl's Python loops declares cost > 1 to keep runs reasonable)."""
     base = settings().max_examples
-    cost = float(getattr(_STATE["target"], "cost", 1.0) or 1.0)
+    adapter = _STATE["target"].adapter if _STATE["target"] is not None else None
+    cost = float(declared_of(adapter).cost or 1.0)
     return settings(max_examples=max(3, round(base * weight / cost)), **kwargs)

@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from conformance.protocol import Declared, Packed
+
 # --- the team's code ------------------------------------------------------------------------
 
 
@@ -55,20 +57,19 @@ def team_pack(batch: list[torch.Tensor], *, tp: int, cp: int, rank: int, fp8: bo
 
 
 class TeamTarget:
-    """Adapter that makes `team_pack` a conformance target (the protocol in
-    conformance/targets/protocol.py)."""
+    """Adapter that makes `team_pack` a conformance target (conformance/protocol.py)."""
 
     name = "team"
     description = "example: team_pack() in conformance/examples/team_packer.py"
-    # Declared: what team_pack supports. Everything else (FP8, labels, pad_value, unpack, the
-    # contiguous layout, ...) is declined: never drawn, and its tests are reported "declined".
-    capabilities: frozenset[str] = frozenset(
-        {"bucket", "min_local_rows", "zero_length", "trailing_dims", "config_checks"})
-    skip_reasons = {"need_roll": "team_pack builds no labels",
-                    "fp8": "team_pack's FP8 padding is not wired into the adapter yet"}
+    # What team_pack supports beyond the base features. Everything else (FP8, labels,
+    # pad_value, the contiguous layout, ...) is declined: never drawn, reported "declined".
+    # It validates no parallel state, batch or unpack of its own.
+    declared = Declared(features=frozenset({"bucket", "min_local_rows"}),
+                        lacks=frozenset({"contiguous"}),
+                        validated_elsewhere=frozenset({"parallel_state", "batch", "unpack"}))
 
     def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,
-             pad_value: Any = 0) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+             pad_value: Any = 0) -> Packed:
         if need_roll or pad_value != 0 or config.get("fp8") or (
                 config.get("cp_layout") == "contiguous" and config.get("cp_size", 1) > 1):
             # Declined above, so the suite never asks for these on a valid case.
@@ -82,4 +83,4 @@ class TeamTarget:
         cu_np = cu.numpy()
         meta = {"cu_seqlens_padded": cu_np, "seqlens_padded": np.diff(cu_np),
                 "total": int(cu_np[-1]), "local_rows": int(rows.shape[0])}
-        return rows.numpy(), pos.numpy(), meta
+        return Packed(rows.numpy(), pos.numpy(), meta)

@@ -1,34 +1,53 @@
-"""Target loading: built-in names (impl, reference, verl) or any `module:attr`."""
+"""Target loading: a built-in name or `module:attr`.
+
+A built-in name is a file: `--target foo-bar` loads `conformance/targets/foo_bar.py` (the
+project's own packers) or `conformance/peers/foo_bar.py` (other trainers' packers), and takes
+its module attribute `TARGET`. `module:attr` takes `attr` of any importable module. Either way
+the object is a target, a class, or a factory called with no arguments.
+"""
 
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from typing import Any
 
-from .protocol import BASE_FEATURES, CAPABILITIES, Target, convention_of
+from ..protocol import problems
 
-BUILTIN = {
-    "impl": "conformance.targets.impl:make_target",
-    "reference": "conformance.targets.reference:make_target",
-    "verl": "conformance.targets.verl:make_target",
-    "verl-fsdp": "conformance.targets.verl_fsdp:make_target",
-    "megatron-core": "conformance.targets.megatron_core:make_target",
-    "openrlhf": "conformance.targets.openrlhf:make_target",
-}
+_ROOT = Path(__file__).resolve().parent.parent
+_HOMES = ("targets", "peers")  # packages of conformance/, searched in this order
 
 
 class TargetLoadError(Exception):
     """The target could not be loaded; the suite stops with this message."""
 
 
+def builtin_names() -> list[str]:
+    """The built-in target names: the modules of conformance/targets/ and peers/ that define
+    `TARGET`, file names with '_' as '-'."""
+    names = []
+    for home in _HOMES:
+        for path in sorted((_ROOT / home).glob("[!_]*.py")):
+            if "\nTARGET" in path.read_text():
+                names.append(path.stem.replace("_", "-"))
+    return names
+
+
+def _resolve(spec: str) -> tuple[str, str]:
+    if ":" in spec:
+        module_name, _, attr = spec.partition(":")
+        return module_name, attr
+    stem = spec.replace("-", "_")
+    for home in _HOMES:
+        if stem.isidentifier() and (_ROOT / home / f"{stem}.py").is_file():
+            return f"conformance.{home}.{stem}", "TARGET"
+    raise TargetLoadError(f"unknown target {spec!r}: use one of {builtin_names()} or "
+                          "'module:attr'")
+
+
 def load_target(spec: str) -> Any:
-    """A built-in name or `module:attr`; attr is a target object, a class, or a factory."""
-    path = BUILTIN.get(spec, spec)
-    if ":" not in path:
-        raise TargetLoadError(
-            f"unknown target {spec!r}: use one of {sorted(BUILTIN)} or 'module:attr'"
-        )
-    module_name, _, attr = path.partition(":")
+    """The target named by `spec` (a built-in name or `module:attr`)."""
+    module_name, attr = _resolve(spec)
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # surfaced verbatim: a missing dependency must fail loudly
@@ -44,19 +63,8 @@ def load_target(spec: str) -> Any:
             obj = obj()
         except Exception as exc:
             raise TargetLoadError(f"target {spec!r}: creating the target failed: {exc!r}") from exc
-    for needed in ("name", "capabilities", "pack"):
-        if not hasattr(obj, needed):
-            raise TargetLoadError(f"target {spec!r} does not follow the protocol: no {needed!r}")
-    unknown = set(obj.capabilities) - set(CAPABILITIES)
-    if unknown:
-        raise TargetLoadError(f"target {spec!r} declares unknown capabilities {sorted(unknown)}")
-    unknown = set(getattr(obj, "declines", ()) or ()) - set(BASE_FEATURES)
-    if unknown:
-        raise TargetLoadError(f"target {spec!r} declines unknown base features {sorted(unknown)}")
-    try:
-        convention_of(obj)
-    except ValueError as exc:
-        raise TargetLoadError(f"target {spec!r}: {exc}") from exc
-    if not isinstance(obj, Target):
-        raise TargetLoadError(f"target {spec!r} does not follow the protocol")
+    wrong = problems(obj)
+    if wrong:
+        raise TargetLoadError(f"target {spec!r} does not follow the protocol "
+                              f"(conformance/protocol.py): {'; '.join(wrong)}")
     return obj

@@ -11,7 +11,7 @@ import torch
 
 import impl
 
-from .protocol import ArraySpec, Config, Meta, plain_meta
+from ..protocol import ArraySpec, Config, Meta, plain_meta
 
 
 class PlainSubclass(torch.Tensor):

@@ -12,8 +12,8 @@ from unittest import mock
 import numpy as np
 import torch
 
+from ..protocol import ArraySpec, Config, Meta
 from ._megatron_view import KwargsParams, params_dict, thd_params, unpack_with_grad
-from .protocol import ArraySpec, Config, Meta
 
 _GETTERS = ("get_tensor_model_parallel_world_size", "get_context_parallel_world_size",
             "get_context_parallel_rank", "get_context_parallel_group")

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .protocol import Meta
+from ..protocol import Meta
 
 PARAMS_FIELDS = ("qkv_format", "cu_seqlens_q", "cu_seqlens_kv", "cu_seqlens_q_padded",
                  "cu_seqlens_kv_padded", "max_seqlen_q", "max_seqlen_kv", "cp_partition_mode")

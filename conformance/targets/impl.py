@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -9,16 +10,31 @@ import torch
 
 import impl
 
+from ..protocol import ArraySpec, Config, Declared, Meta, Packed, plain_meta
 from . import _impl_native
-from .protocol import ArraySpec, Config, Meta, plain_meta
+
+
+def tensor(array: np.ndarray) -> torch.Tensor:
+    """A tensor sharing `array`'s memory. A read-only array is valid input (R-IN-6) that impl
+    never writes, so torch's warning about non-writable arrays does not apply."""
+    if array.flags.writeable:
+        return torch.from_numpy(array)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "The given NumPy array is not writable",
+                                UserWarning)
+        return torch.from_numpy(array)
 
 
 def to_torch(seqs: Any) -> Any:
     """NumPy elements become tensors sharing memory; anything else passes through (R-ERR-1)."""
     if not isinstance(seqs, list | tuple):
         return seqs
-    out = [torch.from_numpy(s) if isinstance(s, np.ndarray) else s for s in seqs]
+    out = [tensor(s) if isinstance(s, np.ndarray) else s for s in seqs]
     return tuple(out) if isinstance(seqs, tuple) else out
+
+
+def packed(rows: torch.Tensor, pos: torch.Tensor, plan: Any) -> Packed:
+    return Packed(rows.detach().numpy(), pos.numpy(), plain_meta(plan))
 
 
 def to_form(form: str, seqs: list[np.ndarray]) -> tuple[Any, dict[str, Any]]:
@@ -29,7 +45,7 @@ def to_form(form: str, seqs: list[np.ndarray]) -> tuple[Any, dict[str, Any]]:
         return _impl_native.rejected_form(form, seqs), {}
     if form in _impl_native.OFFSET_FORMS:
         return _impl_native.offset_form(form, seqs)
-    parts = [torch.from_numpy(s) for s in seqs]
+    parts = [tensor(s) for s in seqs]
     if form == "list":
         return parts, {}
     if form == "tuple":
@@ -98,17 +114,10 @@ class ImplTarget:
 
     name = "impl"
     description = "impl/ (vectorized torch) and impl/megatron.py"
-    capabilities = frozenset(
-        {"need_roll", "pad_value", "plan", "engine", "contiguous", "unpack", "megatron",
-         "distributed", "parallel_state_checks", "batch_checks", "unpack_checks",
-         "batch_forms", "row_map", "forged_plan_checks", "flat_batch_checks",
-         "megatron_checks", "api_type_checks", "native_scalars", "local_gather",
-         "simulated_megatron", "bucket", "fp8", "min_local_rows", "zero_length",
-         "trailing_dims", "large_totals", "config_checks",
-         "float8", "kwargs_params", "packed_seqs", "tail_segment", "seq_align_cp",
-         "fp8_recipes", "static_metadata", "mask_form", "valueless_device", "native_dtypes",
-         "rejected_forms"}
-    )
+    declared = Declared(features=frozenset(
+        {"bucket", "fp8", "fp8_recipes", "min_local_rows", "need_roll", "pad_value",
+         "static_metadata", "tail_segment", "seq_align_cp", "large_totals",
+         "forged_plan_checks"}))
     # impl.pack_thd also takes a jagged nested tensor (with or without gaps between the
     # sequences in its values buffer) and a flat values tensor with lengths= (R-IN-1).
     # And a padded [B, S, *trail] tensor with a bool mask= (impl/masked.py): one run per row
@@ -126,7 +135,7 @@ class ImplTarget:
     def pack(
         self, seqs: Any, config: Config, cp_rank: Any, *, need_roll: Any = False,
         pad_value: Any = 0,
-    ) -> tuple[np.ndarray, np.ndarray, Meta]:
+    ) -> Packed:
         # Defaults are left to the function, so a wrong default in its signature shows.
         kwargs: dict[str, Any] = {}
         if need_roll is not False:
@@ -135,18 +144,18 @@ class ImplTarget:
             kwargs["pad_value"] = pad_value
         rows, pos, plan = impl.pack_thd(to_torch(seqs), impl.PackConfig(**config), cp_rank,
                                         **kwargs)
-        return rows.numpy(), pos.numpy(), plain_meta(plan)
+        return packed(rows, pos, plan)
 
     def pack_as(
         self, form: str, seqs: list[np.ndarray], config: Config, cp_rank: int, *,
         need_roll: bool = False, pad_value: Any = 0,
-    ) -> tuple[np.ndarray, np.ndarray, Meta]:
+    ) -> Packed:
         """Capability `batch_forms`: the same batch handed to impl in another container (and
         `rejected_forms`: one impl must refuse)."""
         batch, kwargs = to_form(form, seqs)
         rows, pos, plan = impl.pack_thd(batch, impl.PackConfig(**config), cp_rank,
                                         need_roll=need_roll, pad_value=pad_value, **kwargs)
-        return rows.detach().numpy(), pos.numpy(), plain_meta(plan)
+        return packed(rows, pos, plan)
 
     def pack_valueless(
         self, form: str, seqs: list[np.ndarray], config: Config, cp_rank: int, *,
@@ -169,24 +178,24 @@ class ImplTarget:
     def pack_masked(
         self, values: Any, mask: Any, config: Config, cp_rank: int, *,
         need_roll: bool = False, pad_value: Any = 0,
-    ) -> tuple[np.ndarray, np.ndarray, Meta]:
+    ) -> Packed:
         """Capability `mask_form`: `pack_thd(values, ..., mask=mask)`, ndarrays as tensors
         sharing memory and strides, anything else as given."""
         x = torch.from_numpy(values) if isinstance(values, np.ndarray) else values
         m = torch.from_numpy(mask) if isinstance(mask, np.ndarray) else mask
         rows, pos, plan = impl.pack_thd(x, impl.PackConfig(**config), cp_rank,
                                         need_roll=need_roll, pad_value=pad_value, mask=m)
-        return rows.numpy(), pos.numpy(), plain_meta(plan)
+        return packed(rows, pos, plan)
 
     def pack_flat(
         self, values: np.ndarray, lengths: Any, config: Config, cp_rank: int
-    ) -> tuple[np.ndarray, np.ndarray, Meta]:
+    ) -> Packed:
         """Capability `flat_batch_checks`: `lengths=` as given (an ndarray becomes a tensor);
         `values` an ndarray (a tensor) or, for rejection tests, a list of arrays (a list)."""
         lens = torch.from_numpy(lengths) if isinstance(lengths, np.ndarray) else lengths
         flat = torch.from_numpy(values) if isinstance(values, np.ndarray) else to_torch(values)
         rows, pos, plan = impl.pack_thd(flat, impl.PackConfig(**config), cp_rank, lengths=lens)
-        return rows.numpy(), pos.numpy(), plain_meta(plan)
+        return packed(rows, pos, plan)
 
     def plan_as_is(self, seqlens: Any, config: Any) -> Any:
         """Capability `api_type_checks`: `config` handed to plan_thd unchanged."""
@@ -208,12 +217,12 @@ class ImplTarget:
     def pack_float8(
         self, bits: list[np.ndarray], dtype: str, config: Config, cp_rank: int, *,
         pad_value: Any = 0,
-    ) -> tuple[np.ndarray, np.ndarray, Meta]:
+    ) -> Packed:
         """Capability `float8`: the uint8 arrays viewed as torch's float8 dtype `dtype`."""
         parts = [torch.from_numpy(b).view(getattr(torch, dtype)) for b in bits]
         rows, pos, plan = impl.pack_thd(parts, impl.PackConfig(**config), cp_rank,
                                         pad_value=pad_value)
-        return rows.view(torch.uint8).numpy(), pos.numpy(), plain_meta(plan)
+        return packed(rows.view(torch.uint8), pos, plan)
 
     def native_scalar(self, value: bool | int | float) -> Any:
         """Capability `native_scalars`: a 0-d torch tensor."""
@@ -352,5 +361,4 @@ class ImplTarget:
         return _megatron_impl.distributed_unpack(rows, meta, config, cp_rank, group)
 
 
-def make_target() -> ImplTarget:
-    return ImplTarget()
+TARGET = ImplTarget

@@ -8,7 +8,7 @@ import numpy as np
 
 import reference
 
-from .protocol import Config, Meta, plain_meta
+from ..protocol import Config, Declared, Meta, Packed, plain_meta
 
 
 def _plan_from_meta(meta: Meta) -> Any:
@@ -31,40 +31,29 @@ class ReferenceTarget:
 
     name = "reference"
     description = "reference/ (literal NumPy), self-check"
-    capabilities = frozenset(
-        {"need_roll", "pad_value", "plan", "engine", "contiguous", "unpack", "distributed",
-         "parallel_state_checks", "batch_checks", "unpack_checks", "api_type_checks",
-         "native_scalars", "bucket", "fp8", "min_local_rows", "zero_length", "trailing_dims",
-         "config_checks", "tail_segment", "seq_align_cp", "fp8_recipes", "static_metadata",
-         "mask_form"}
-    )
-    skip_reasons = {
-        "flat_batch_checks": "reference.pack_thd takes a list or tuple of arrays only",
-        "megatron_checks": "the reference has no Megatron adapter",
-        "local_gather": "the reference has no Megatron adapter (its distributed_unpack gathers "
-        "through the real group only)",
-        "simulated_megatron": "the reference has no Megatron adapter",
-    }
+    declared = Declared(features=frozenset(
+        {"bucket", "fp8", "fp8_recipes", "min_local_rows", "need_roll", "pad_value",
+         "static_metadata", "tail_segment", "seq_align_cp"}))
 
     def pack(
         self, seqs: Any, config: Config, cp_rank: Any, *, need_roll: Any = False,
         pad_value: Any = 0,
-    ) -> tuple[np.ndarray, np.ndarray, Meta]:
+    ) -> Packed:
         rows, pos, plan = reference.pack_thd(
             seqs, reference.PackConfig(**config), cp_rank, need_roll=need_roll,
             pad_value=pad_value,
         )
-        return rows, pos, plain_meta(plan)
+        return Packed(rows, pos, plain_meta(plan))
 
     def pack_masked(
         self, values: Any, mask: Any, config: Config, cp_rank: int, *,
         need_roll: bool = False, pad_value: Any = 0,
-    ) -> tuple[np.ndarray, np.ndarray, Meta]:
+    ) -> Packed:
         """Capability `mask_form`: reference.pack_masked (R-IN-7), NumPy as given."""
         rows, pos, plan = reference.pack_masked(values, mask, reference.PackConfig(**config),
                                                 cp_rank, need_roll=need_roll,
                                                 pad_value=pad_value)
-        return rows, pos, plain_meta(plan)
+        return Packed(rows, pos, plain_meta(plan))
 
     def plan_as_is(self, seqlens: Any, config: Any) -> Any:
         """Capability `api_type_checks`: `config` handed to plan_thd unchanged."""
@@ -115,5 +104,4 @@ class ReferenceTarget:
         return self.unpack([g.numpy() for g in gathered], meta, config), None
 
 
-def make_target() -> ReferenceTarget:
-    return ReferenceTarget()
+TARGET = ReferenceTarget

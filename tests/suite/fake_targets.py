@@ -11,10 +11,12 @@ from typing import Any
 import numpy as np
 
 import reference
+from conformance.protocol import VALIDATION, Declared, Packed, plain_meta
 from conformance.targets.reference import ReferenceTarget
 
-CORE = frozenset({"need_roll", "pad_value", "contiguous", "zero_length", "trailing_dims",
-                  "unpack"})
+# Labels and pad values; the validation tests (R-ERR-*) are not these targets' subject.
+CORE = frozenset({"need_roll", "pad_value"})
+ELSEWHERE = frozenset(VALIDATION)
 
 
 class DecliningTarget(ReferenceTarget):
@@ -23,10 +25,10 @@ class DecliningTarget(ReferenceTarget):
 
     name = "declining"
     description = "tests/suite: the reference, declining bucket, fp8 and min_local_rows"
-    capabilities = CORE
+    declared = Declared(features=CORE, validated_elsewhere=ELSEWHERE)
 
     def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,
-             pad_value: Any = 0) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+             pad_value: Any = 0) -> Packed:
         for feature in ("bucket", "fp8", "min_local_rows"):
             if config.get(feature) not in (None, False):
                 raise NotImplementedError(f"{feature} is not supported")
@@ -39,18 +41,19 @@ class TrailingSegmentTarget(ReferenceTarget):
 
     name = "trailing-segment"
     description = "tests/suite: the reference reporting B + 1 padded segments"
-    capabilities = CORE | {"bucket", "fp8", "min_local_rows"}
+    declared = Declared(features=CORE | {"bucket", "fp8", "min_local_rows"},
+                        validated_elsewhere=ELSEWHERE)
 
     def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,
-             pad_value: Any = 0) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
-        rows, pos, meta = super().pack(seqs, config, cp_rank, need_roll=need_roll,
-                                       pad_value=pad_value)
+             pad_value: Any = 0) -> Packed:
+        got = super().pack(seqs, config, cp_rank, need_roll=need_roll, pad_value=pad_value)
+        meta = dict(got.meta)
         align = reference.PackConfig(**config).sequence_align
         own = [-(-int(n) // align) * align for n in meta["seqlens"]]
         padded = np.asarray([*own, meta["total"] - sum(own)], dtype=np.int32)
         meta["seqlens_padded"] = padded
         meta["cu_seqlens_padded"] = np.concatenate([[0], np.cumsum(padded)]).astype(np.int32)
-        return rows, pos, meta
+        return Packed(got.rows, got.position_ids, meta)
 
 
 class CrashingTarget(ReferenceTarget):
@@ -58,10 +61,10 @@ class CrashingTarget(ReferenceTarget):
 
     name = "crashing"
     description = "tests/suite: pack raises ZeroDivisionError"
-    capabilities = CORE
+    declared = Declared(features=CORE, validated_elsewhere=ELSEWHERE)
 
     def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,
-             pad_value: Any = 0) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+             pad_value: Any = 0) -> Packed:
         return {"rows": 1 // 0}  # type: ignore[return-value]
 
 
@@ -73,8 +76,9 @@ class ConventionBugsTarget(ReferenceTarget):
 
     name = "convention-bugs"
     description = "tests/suite: the reference with one bug per spec 1.1 convention"
-    capabilities = CORE | {"bucket", "fp8", "fp8_recipes", "static_metadata", "tail_segment",
-                           "seq_align_cp", "plan"}
+    declared = Declared(features=CORE | {"bucket", "fp8", "fp8_recipes", "static_metadata",
+                                         "tail_segment", "seq_align_cp"},
+                        validated_elsewhere=ELSEWHERE)
 
     @staticmethod
     def _wrong(config: dict[str, Any]) -> dict[str, Any]:
@@ -87,19 +91,31 @@ class ConventionBugsTarget(ReferenceTarget):
         return out
 
     def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,
-             pad_value: Any = 0) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+             pad_value: Any = 0) -> Packed:
         wrong = self._wrong(config)
-        rows, pos, meta = super().pack(seqs, wrong, cp_rank, need_roll=need_roll,
-                                       pad_value=pad_value)
+        got = super().pack(seqs, wrong, cp_rank, need_roll=need_roll, pad_value=pad_value)
+        rows, pos, meta = got.rows, got.position_ids, got.meta
         if config.get("tail") == "segment":
             plan = reference.plan_thd([int(n) for n in meta["seqlens"][:len(seqs)]],
                                       reference.PackConfig(**wrong))
             rmap = reference.row_map(plan, reference.PackConfig(**wrong), cp_rank)
             pos = pos.copy()
             pos[[k for k, src in enumerate(rmap) if src.seq >= len(seqs)]] = 0
-        return rows, pos, meta
+        return Packed(rows, pos, meta)
 
     def plan(self, seqlens: Any, config: dict[str, Any]) -> dict[str, Any]:
-        from conformance.targets.protocol import plain_meta
-
         return plain_meta(reference.plan_thd(seqlens, reference.PackConfig(**self._wrong(config))))
+
+
+class LenientRollTarget(ReferenceTarget):
+    """The reference behind a flag of its own: any truthy need_roll builds labels, and the
+    type check of need_roll is declared as its callers' (validated_elsewhere)."""
+
+    name = "lenient-roll"
+    description = "tests/suite: the reference, need_roll's type left to its callers"
+    declared = Declared(features=CORE, validated_elsewhere=frozenset({"need_roll_type"}))
+
+    def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,
+             pad_value: Any = 0) -> Packed:
+        return super().pack(seqs, config, cp_rank, need_roll=bool(need_roll),
+                            pad_value=pad_value)

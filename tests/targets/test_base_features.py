@@ -1,4 +1,4 @@
-"""Base features a target may decline (`declines`): tensor parallelism and zigzag CP sharding.
+"""Base features a target may lack (`Declared.lacks`): tensor parallelism and zigzag CP sharding.
 
 verl's FSDP path and OpenRLHF have neither; without a way to decline them every drawn tp > 1 or
 zigzag cp > 1 case failed with their NotImplementedError and hid the rest.
@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 
 from conformance import strategies as s
+from conformance.protocol import BASE_FEATURES, Declared
 from conformance.targets import TargetLoadError, load_target
-from conformance.targets.protocol import BASE_FEATURES
 
 # The spec's default convention (base features too, protocol.BASE_FEATURES).
 DEFAULT_CONVENTION = frozenset({"tail_last", "seq_align_tp_cp"})
@@ -51,8 +51,8 @@ def test_declined_names_the_base_features() -> None:
 def test_unknown_declines_are_a_load_error(monkeypatch: pytest.MonkeyPatch) -> None:
     module = types.ModuleType("_fake_declining_target")
     target = load_target("reference")
-    fake = types.SimpleNamespace(name="x", description="x", capabilities=target.capabilities,
-                                 pack=target.pack, declines=frozenset({"warp_drive"}))
+    fake = types.SimpleNamespace(name="x", pack=target.pack,
+                                 declared=Declared(lacks=frozenset({"warp_drive"})))
     module.TARGET = fake  # type: ignore[attr-defined]
     monkeypatch.setitem(__import__("sys").modules, "_fake_declining_target", module)
     with pytest.raises(TargetLoadError, match="warp_drive"):

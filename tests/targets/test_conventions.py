@@ -1,5 +1,5 @@
 """Declared conventions (spec 1.1): a target's fixed `convention` and its convention
-capabilities decide what the strategies draw and what a pinned config is declined for."""
+features decide what the strategies draw and what a pinned config is declined for."""
 
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ import pytest
 from hypothesis import given, settings
 
 from conformance import strategies as s
+from conformance.protocol import BASE_FEATURES, Declared
+from conformance.protocol import capabilities as declared_capabilities
 from conformance.targets import TargetLoadError, load_target
-from conformance.targets.protocol import BASE_FEATURES, declared_capabilities
 
 
-def fake(**attrs: Any) -> types.SimpleNamespace:
+def fake(**declared: Any) -> types.SimpleNamespace:
+    """A target whose `declared` is Declared(**declared), packing with the reference."""
     ref = load_target("reference")
-    base: dict[str, Any] = {"name": "x", "description": "x", "capabilities": frozenset(),
-                            "pack": ref.pack}
-    return types.SimpleNamespace(**{**base, **attrs})
+    return types.SimpleNamespace(name="x", pack=ref.pack, declared=Declared(**declared))
 
 
 SEGMENT = declared_capabilities(fake(convention={"tail": "segment"}))
@@ -35,7 +35,7 @@ def test_fixed_convention_is_its_only_value() -> None:
     plain = declared_capabilities(fake())
     assert {"tail_last", "seq_align_tp_cp"} <= plain and "tail_segment" not in plain
     # a capability the fixed convention contradicts is taken away
-    both = declared_capabilities(fake(capabilities=frozenset({"tail_segment"}),
+    both = declared_capabilities(fake(features=frozenset({"tail_segment"}),
                                       convention={"tail": "last"}))
     assert "tail_segment" not in both and "tail_last" in both
 

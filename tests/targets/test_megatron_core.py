@@ -12,12 +12,13 @@ import numpy as np
 import pytest
 import torch
 
-from conformance.targets import load_target
-from conformance.targets.megatron_core import (
+from conformance.peers.megatron_core import (
     MegatronCoreTarget,
     sft_plan,
     te_partition_from_reference,
 )
+from conformance.targets import load_target
+from conformance.under_test import as_tuple
 
 A = np.array([11, 12, 13], dtype=np.int64)
 B = np.array([21, 22, 23, 24, 25], dtype=np.int64)
@@ -56,7 +57,7 @@ def test_te_partition_from_reference() -> None:
 
 
 def test_zigzag_pack_through_megatron(target: MegatronCoreTarget) -> None:
-    shards = [target.pack([A, B], {"cp_size": 2}, r) for r in range(2)]
+    shards = [as_tuple(target.pack([A, B], {"cp_size": 2}, r)) for r in range(2)]
     # padded [4, 8]: rank 0 holds A[0], A's pad row, B[0:2], B's rows 6 and 7 (pads)
     assert shards[0][0].tolist() == [11, 0, 21, 22, 0, 0]
     assert shards[1][0].tolist() == [12, 13, 23, 24, 25, 0]
@@ -72,7 +73,7 @@ def test_zigzag_pack_through_megatron(target: MegatronCoreTarget) -> None:
 
 def test_trailing_dims_pass_through(target: MegatronCoreTarget) -> None:
     x = np.arange(6, dtype=np.float32).reshape(3, 2)
-    rows, _, meta = target.pack([x], {"cp_size": 2}, 1)
+    rows, _, meta = as_tuple(target.pack([x], {"cp_size": 2}, 1))
     assert rows.shape == (2, 2) and meta["total"] == 4
     assert rows.tolist() == [[2.0, 3.0], [4.0, 5.0]]  # chunk 1 = row 1, chunk 2 = row 2
 
@@ -81,9 +82,9 @@ def test_declined_features_raise_not_implemented(target: MegatronCoreTarget) -> 
     for config in ({"bucket": 8}, {"fp8": True}, {"min_local_rows": 4},
                    {"cp_size": 2, "cp_layout": "contiguous"}):
         with pytest.raises(NotImplementedError):
-            target.pack([A, B], config, 0)
+            as_tuple(target.pack([A, B], config, 0))
     with pytest.raises(NotImplementedError):
-        target.pack([A, B], {}, 0, need_roll=True)
+        as_tuple(target.pack([A, B], {}, 0, need_roll=True))
 
 
 def test_convention_is_seq_align_cp(target: MegatronCoreTarget) -> None:
@@ -91,15 +92,15 @@ def test_convention_is_seq_align_cp(target: MegatronCoreTarget) -> None:
     seq_align='cp' gives the same plan (tp 2, cp 2, [1]: one segment of 4, not 8)."""
     import reference
 
-    assert target.convention == {"seq_align": "cp"}
+    assert target.declared.convention == {"seq_align": "cp"}
     config = {"tp_size": 2, "cp_size": 2, "seq_align": "cp"}
     seqs = [np.arange(1, dtype=np.int64)]
-    _, _, meta = target.pack(seqs, config, 0)
+    _, _, meta = as_tuple(target.pack(seqs, config, 0))
     plan = reference.plan_thd([1], reference.PackConfig(**config))
     assert meta["cu_seqlens_padded"].tolist() == plan.cu_seqlens_padded.tolist() == [0, 4]
     with pytest.raises(NotImplementedError):
-        target.pack(seqs, {"seq_align": "tp_cp"}, 0)
+        as_tuple(target.pack(seqs, {"seq_align": "tp_cp"}, 0))
     with pytest.raises(ValueError, match="seq_align"):
-        target.pack(seqs, {"seq_align": "tp"}, 0)
+        as_tuple(target.pack(seqs, {"seq_align": "tp"}, 0))
     with pytest.raises(NotImplementedError):
-        target.pack(seqs, {"tail": "segment"}, 0)
+        as_tuple(target.pack(seqs, {"tail": "segment"}, 0))

@@ -14,8 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conformance.peers.openrlhf import OpenRLHFTarget
+from conformance.protocol import capabilities
 from conformance.targets import load_target
-from conformance.targets.openrlhf import OpenRLHFTarget
+from conformance.under_test import as_tuple
 
 try:
     _DIST = importlib.metadata.distribution("openrlhf")
@@ -38,12 +40,12 @@ def test_the_code_comes_from_the_wheel(target: OpenRLHFTarget) -> None:
     expected = Path(str(_DIST.locate_file("openrlhf/models/ring_attn_utils.py")))
     assert Path(target.ring.__file__) == expected
     assert target.ring.unpad_and_slice_tensor.__code__.co_filename == str(expected)
-    assert {"contiguous", "unpack"} <= set(target.capabilities)
+    assert {"contiguous", "unpack"} <= capabilities(target)
 
 
 def test_docstring_example(target: OpenRLHFTarget) -> None:
     seqs = [np.array([1, 2, 3]), np.array([4, 5])]
-    packed = [target.pack(seqs, CONTIGUOUS2, r) for r in range(2)]
+    packed = [as_tuple(target.pack(seqs, CONTIGUOUS2, r)) for r in range(2)]
     assert [p[0].tolist() for p in packed] == [[1, 2, 3], [4, 5, 0]]
     assert [p[1].tolist() for p in packed] == [[0, 1, 2], [0, 1, 0]]  # pad positions 0
     meta = packed[0][2]
@@ -55,7 +57,7 @@ def test_docstring_example(target: OpenRLHFTarget) -> None:
 
 def test_zero_length_sequences_keep_their_segment(target: OpenRLHFTarget) -> None:
     seqs = [np.array([7]), np.zeros(0, dtype=np.int64)]
-    rows, _, meta = target.pack(seqs, CONTIGUOUS2, 0)
+    rows, _, meta = as_tuple(target.pack(seqs, CONTIGUOUS2, 0))
     # 1 token -> 2 rows; the pad goes onto the last (empty) sequence
     assert meta["cu_seqlens_padded"].tolist() == [0, 1, 2]
     assert rows.tolist() == [7]
@@ -66,17 +68,17 @@ def test_declined_features_raise_not_implemented(target: OpenRLHFTarget) -> None
     for config in ({"tp_size": 2}, {"cp_size": 2}, {"bucket": 4}, {"fp8": True},
                    {"min_local_rows": 2}):
         with pytest.raises(NotImplementedError):
-            target.pack(seqs, config, 0)
+            as_tuple(target.pack(seqs, config, 0))
     with pytest.raises(NotImplementedError):
-        target.pack(seqs, {}, 0, pad_value=5)
+        as_tuple(target.pack(seqs, {}, 0, pad_value=5))
     with pytest.raises(NotImplementedError):
-        target.pack(seqs, {}, 0, need_roll=True)
+        as_tuple(target.pack(seqs, {}, 0, need_roll=True))
 
 
 def test_unpack_of_any_dtype(target: OpenRLHFTarget) -> None:
     # the glue's pad_input must not fail where torch has no index_put kernel (uint16)
     seqs = [np.array([1, 2, 3], dtype=np.uint16), np.array([4], dtype=np.uint16)]
-    packed = [target.pack(seqs, CONTIGUOUS2, r) for r in range(2)]
+    packed = [as_tuple(target.pack(seqs, CONTIGUOUS2, r)) for r in range(2)]
     out = target.unpack([p[0] for p in packed], packed[0][2], CONTIGUOUS2)
     assert [o.tolist() for o in out] == [[1, 2, 3], [4]]
     assert all(o.dtype == np.uint16 for o in out)

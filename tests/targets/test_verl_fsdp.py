@@ -15,8 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conformance.peers.verl_fsdp import VerlFsdpTarget, segments_from_position_ids
+from conformance.protocol import capabilities
 from conformance.targets import load_target
-from conformance.targets.verl_fsdp import VerlFsdpTarget, segments_from_position_ids
+from conformance.under_test import as_tuple
 
 try:
     _VERL = importlib.metadata.distribution("verl")
@@ -55,15 +57,14 @@ def test_the_code_comes_from_the_wheel(target: VerlFsdpTarget) -> None:
 
 @needs_verl
 def test_feature_probes(target: VerlFsdpTarget) -> None:
-    assert {"contiguous", "pad_value", "unpack"} <= set(target.capabilities)
+    assert {"contiguous", "pad_value", "unpack"} <= capabilities(target)
     for declined in ("need_roll", "fp8", "min_local_rows", "zero_length", "trailing_dims"):
-        assert declined not in target.capabilities
-        assert target.skip_reasons[declined]
+        assert declined not in capabilities(target)
 
 
 @needs_verl
 def test_bucket_pad_is_a_trailing_segment(target: VerlFsdpTarget) -> None:
-    rows, pos, meta = target.pack([A, B], {"bucket": 4}, 0, pad_value=-1)
+    rows, pos, meta = as_tuple(target.pack([A, B], {"bucket": 4}, 0, pad_value=-1))
     # 5 tokens -> 8 rows; the 3 pad rows are a segment of their own with positions 0, 1, 2
     assert rows.tolist() == [11, 12, 13, 21, 22, -1, -1, -1]
     assert pos.tolist() == [0, 1, 2, 0, 1, 0, 1, 2]
@@ -74,7 +75,7 @@ def test_bucket_pad_is_a_trailing_segment(target: VerlFsdpTarget) -> None:
 
 @needs_verl
 def test_no_bucket_no_padding(target: VerlFsdpTarget) -> None:
-    rows, pos, meta = target.pack([A, B], {}, 0)
+    rows, pos, meta = as_tuple(target.pack([A, B], {}, 0))
     assert rows.tolist() == [11, 12, 13, 21, 22]
     assert pos.tolist() == [0, 1, 2, 0, 1]
     assert meta["cu_seqlens_padded"].tolist() == [0, 3, 5]
@@ -84,7 +85,7 @@ def test_no_bucket_no_padding(target: VerlFsdpTarget) -> None:
 def test_ulysses_pad_adds_a_second_segment_and_slices(target: VerlFsdpTarget) -> None:
     config = {"cp_size": 3, "cp_layout": "contiguous", "bucket": 4}
     # 5 -> 8 (bucket, positions 0..2) -> 9 (SP 3, one more row with position 0)
-    packed = [target.pack([A, B], config, r, pad_value=-1) for r in range(3)]
+    packed = [as_tuple(target.pack([A, B], config, r, pad_value=-1)) for r in range(3)]
     assert [p[0].tolist() for p in packed] == [[11, 12, 13], [21, 22, -1], [-1, -1, -1]]
     assert [p[1].tolist() for p in packed] == [[0, 1, 2], [0, 1, 0], [1, 2, 0]]
     assert packed[0][2]["cu_seqlens_padded"].tolist() == [0, 3, 5, 8, 9]
@@ -97,11 +98,11 @@ def test_ulysses_pad_adds_a_second_segment_and_slices(target: VerlFsdpTarget) ->
 def test_declined_features_raise_not_implemented(target: VerlFsdpTarget) -> None:
     for config in ({"tp_size": 2}, {"cp_size": 2}, {"fp8": True}, {"min_local_rows": 4}):
         with pytest.raises(NotImplementedError):
-            target.pack([A, B], config, 0)
+            as_tuple(target.pack([A, B], config, 0))
     with pytest.raises(NotImplementedError):
-        target.pack([A, B], {}, 0, need_roll=True)
+        as_tuple(target.pack([A, B], {}, 0, need_roll=True))
     with pytest.raises(NotImplementedError):
-        target.pack([A, np.zeros(0, dtype=np.int64)], {}, 0)
+        as_tuple(target.pack([A, np.zeros(0, dtype=np.int64)], {}, 0))
 
 
 @needs_verl
@@ -109,17 +110,17 @@ def test_convention_is_tail_segment(target: VerlFsdpTarget) -> None:
     """Spec 1.1: the target declares tail='segment'; its seqlens has one real length per
     derived segment (0 for the padding ones), num_seqs is B, and its unpack takes a plan with
     K > B entries (the reference's for tail='segment')."""
-    assert target.convention == {"tail": "segment"}
-    _, _, meta = target.pack([A, B], {"bucket": 4, "tail": "segment"}, 0)
+    assert target.declared.convention == {"tail": "segment"}
+    _, _, meta = as_tuple(target.pack([A, B], {"bucket": 4, "tail": "segment"}, 0))
     assert meta["seqlens"].tolist() == [3, 2, 0] and meta["num_seqs"] == 2
     plan = {"seqlens": np.array([3, 2, 0]), "num_seqs": 2, "total": 8}
     rows = np.array([11, 12, 13, 21, 22, 0, 0, 0])
     assert [t.tolist() for t in target.unpack([rows], plan, {"bucket": 4})] == [
         A.tolist(), B.tolist()]
     with pytest.raises(NotImplementedError):
-        target.pack([A, B], {"tail": "last"}, 0)
+        as_tuple(target.pack([A, B], {"tail": "last"}, 0))
     with pytest.raises(ValueError, match="tail"):
-        target.pack([A, B], {"tail": "middle"}, 0)
+        as_tuple(target.pack([A, B], {"tail": "middle"}, 0))
     for config in ({"max_num_seqs": 4}, {"max_seqlen": "total"}, {"seq_align": "cp"}):
         with pytest.raises(NotImplementedError):
-            target.pack([A, B], config, 0)
+            as_tuple(target.pack([A, B], config, 0))

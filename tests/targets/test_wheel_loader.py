@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.targets import _wheel
+from conformance.peers import _wheel
 
 
 def test_load_function_compiles_only_the_named_method(tmp_path: Path) -> None:

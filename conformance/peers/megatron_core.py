@@ -37,7 +37,7 @@ import torch
 
 import reference
 
-from .protocol import CAPABILITIES, CONVENTION_VALUES, Config, Meta
+from ..protocol import CONVENTION_VALUES, Config, Declared, Meta, Packed
 
 EXPECTED_VERSION = "0.16.1"
 
@@ -69,11 +69,16 @@ class MegatronCoreTarget:
 
     name = "megatron-core"
     # Spec 1.1: documents aligned to 2 * cp (cp * f), tp only on the total (R-ALIGN-5); the
-    # end padding onto the last document (tail='last', the default).
-    convention = {"seq_align": "cp"}
-    # The peer (or the glue) builds every row it is asked for: a 2**31-row bucket would fill
-    # the machine's memory, so the huge-total tests are not drawn.
-    max_rows = 1 << 20
+    # end padding onto the last document (tail='last', the default). No bucket, FP8, minimum
+    # rows, labels (a separate tensor the dataset shifts) or pad value (the glue's fill):
+    # Megatron-LM's SFT packing pads to a fixed --seq-length. Zigzag only (no
+    # cp_partition_mode). The glue builds the batch; cp size and rank are passed explicitly,
+    # unvalidated; no THD unpack. max_rows: the glue builds every row it is asked for, and a
+    # 2**31-row bucket would fill the machine's memory.
+    declared = Declared(lacks=frozenset({"contiguous"}), convention={"seq_align": "cp"},
+                        validated_elsewhere=frozenset({"config", "parallel_state", "batch",
+                                                       "unpack"}),
+                        max_rows=1 << 20)
 
     def __init__(self) -> None:
         import megatron.core.utils as mcore_utils
@@ -92,38 +97,6 @@ class MegatronCoreTarget:
             f"megatron-core {self.version} utils.get_thd_batch_on_this_cp_rank (the code under "
             f"test) with {partition}; packing glue after Megatron-LM's SFTDataset"
         )
-        # pad_value is not declared: the fill is the glue's, the sharder never sees values.
-        self.capabilities = frozenset({"zero_length", "trailing_dims"} & set(CAPABILITIES))
-        why = "the sharder is given a packed batch; Megatron-LM's SFT packing has no "
-        self.skip_reasons = {
-            "pad_value": "the padding rows' fill is the glue's (SFTDataset: tokenizer.pad); "
-            "the sharder under test only selects rows",
-            "bucket": why + "bucket (it pads to a fixed --seq-length)",
-            "fp8": why + "FP8 padding",
-            "min_local_rows": why + "minimum rows per rank",
-            "contiguous": f"megatron-core {self.version}'s get_thd_batch_on_this_cp_rank has no "
-            "cp_partition_mode: zigzag only",
-            "need_roll": "Megatron-LM's labels are a separate tensor the dataset shifts "
-            "(labels = targets[1:]), not rows",
-            "unpack": "megatron-core has no THD unpack",
-            "plan": "the metadata comes with the sharded batch only",
-            "engine": "no engine flags",
-            "megatron": "the sharder's PackedSeqParams are the metadata of pack()",
-            "distributed": "no gather in megatron-core's THD path",
-            "parallel_state_checks": "cp size and rank are passed explicitly, unvalidated",
-            "unpack_checks": "no THD unpack",
-            "batch_checks": "the batch is built by the glue",
-            "flat_batch_checks": "the batch is built by the glue",
-            "megatron_checks": "not an adapter",
-            "api_type_checks": "no PackConfig or Plan types",
-            "native_scalars": "the sizes are Python ints from Megatron's arguments",
-            "local_gather": "no gather in megatron-core's THD path",
-            "simulated_megatron": "not an adapter",
-            "tail_segment": "SFTDataset puts the end padding onto the last document",
-            "fp8_recipes": why + "FP8 padding",
-            "static_metadata": "the glue pads to the smallest total (no thd_max_num_seqs path "
-            "in get_thd_batch_on_this_cp_rank)",
-        }
 
     @contextlib.contextmanager
     def _te(self) -> Iterator[None]:
@@ -142,10 +115,10 @@ class MegatronCoreTarget:
 
     def _declined(self, config: Config, need_roll: Any) -> None:
         if need_roll:
-            raise NotImplementedError(self.skip_reasons["need_roll"])
+            raise NotImplementedError("Megatron-LM's labels are a separate tensor")
         for key in ("fp8", "bucket", "min_local_rows"):
             if config.get(key):
-                raise NotImplementedError(self.skip_reasons[key])
+                raise NotImplementedError(f"{key}: Megatron-LM's SFT packing has none")
         seq_align = config.get("seq_align", "cp")
         if seq_align not in CONVENTION_VALUES["seq_align"]:
             raise ValueError(f"seq_align must be 'cp' (SFTDataset's convention), got "
@@ -156,15 +129,15 @@ class MegatronCoreTarget:
                 raise NotImplementedError(f"{key}={config[key]!r}: SFTDataset's convention is "
                                           "seq_align='cp', tail='last', no static metadata")
         if config.get("cp_size", 1) != 1 and config.get("cp_layout", "zigzag") != "zigzag":
-            raise NotImplementedError(self.skip_reasons["contiguous"])
+            raise NotImplementedError("get_thd_batch_on_this_cp_rank: zigzag only")
 
     def pack(
         self, seqs: Any, config: Config, cp_rank: Any, *, need_roll: Any = False,
         pad_value: Any = 0,
-    ) -> tuple[np.ndarray, np.ndarray, Meta]:
+    ) -> Packed:
         self._declined(config, need_roll)
         if pad_value != 0:
-            raise NotImplementedError(self.skip_reasons["pad_value"])
+            raise NotImplementedError("the padding rows' fill is the glue's")
         tp, cp = int(config.get("tp_size", 1)), int(config.get("cp_size", 1))
         lengths = [int(s.shape[0]) for s in seqs]
         padded, total = sft_plan(lengths, tp, cp)
@@ -198,8 +171,7 @@ class MegatronCoreTarget:
             "total": int(cu_q_padded[-1]),
             "local_rows": int(out["tokens"].shape[1]),
         }
-        return out["tokens"][0].cpu().numpy(), out["position_ids"][0].cpu().numpy(), meta
+        return Packed(out["tokens"][0].cpu().numpy(), out["position_ids"][0].cpu().numpy(), meta)
 
 
-def make_target() -> MegatronCoreTarget:
-    return MegatronCoreTarget()
+TARGET = MegatronCoreTarget

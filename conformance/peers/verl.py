@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..protocol import Config, Declared, Meta, Packed
+from ..targets._megatron_view import KwargsParams, params_dict, thd_params, unpack_with_grad
 from . import _wheel
-from ._megatron_view import KwargsParams, params_dict, thd_params, unpack_with_grad
-from .protocol import Config, Meta
 
 EXPECTED_VERSION = "0.9.1"
 UTIL_PATH = "verl/models/mcore/util.py"
@@ -113,7 +113,6 @@ class VerlTarget:
     """Adapter over verl 0.9.1's Megatron THD engine helpers (nested jagged tensors in)."""
 
     name = "verl"
-    cost = 2.0  # verl's per-sequence Python loops: half the examples of the profile
 
     def __init__(self) -> None:
         self.util = load_util()
@@ -121,38 +120,17 @@ class VerlTarget:
         _, self.version = _locate_util()
         self.description = f"verl {self.version} verl/models/mcore/util.py (standalone)"
         # verl 0.9.1's preprocess_thd_engine takes pad_to_length_bucket, use_fp8_padding and
-        # min_local_rows, and packs empty sequences and trailing dims (nested jagged tensors).
-        caps = {"need_roll", "unpack", "megatron", "distributed", "bucket", "fp8",
-                "min_local_rows", "zero_length", "trailing_dims", "config_checks",
-                "kwargs_params", "packed_seqs"}
-        # Feature probe: the contiguous layout needs PackedSeqParams.cp_partition_mode.
-        if self.util._PACKED_SEQ_PARAMS_HAS_CP_PARTITION_MODE:
-            caps.add("contiguous")
-        self.capabilities = frozenset(caps)
-        self.skip_reasons = {
-            "pad_value": "verl always pads with zeros (no pad_value argument)",
-            "plan": "verl computes the metadata only together with the data",
-            "engine": "verl's engine flags live in workers/engine/megatron/transformer_impl.py, "
-            "which cannot be loaded without the full training stack",
-            "contiguous": "the installed megatron-core's PackedSeqParams has no "
-            "cp_partition_mode, which verl needs for cp_layout='contiguous'",
-            "parallel_state_checks": "verl reads tp/cp size and rank from Megatron's parallel "
-            "state, which validates them itself",
-            "unpack_checks": "verl receives the other ranks' shards through all_gather, which "
-            "enforces their shapes; the suite's single-process stand-in cannot judge that",
-            "batch_checks": "verl takes a nested jagged tensor, whose constructor enforces one "
-            "dtype and one trailing shape",
-            "flat_batch_checks": "verl takes a nested jagged tensor only (no flat values with "
-            "lengths=)",
-            "megatron_checks": "not wired up for verl: the verl adapter drives "
-            "preprocess/postprocess with well-formed nested tensors and params only",
-            "api_type_checks": "verl has no PackConfig or Plan types to misuse",
-            "native_scalars": "verl reads the sizes from Megatron's parallel state",
-            "local_gather": "not wired up for verl: its postprocess is checked over a real "
-            "process group (capability distributed) only",
-            "simulated_megatron": "not wired up for verl: its adapter is checked against the "
-            "installed megatron-core only",
-        }
+        # min_local_rows, and packs empty sequences and trailing dims (nested jagged tensors);
+        # it always pads with zeros. The contiguous layout needs the installed megatron-core's
+        # PackedSeqParams.cp_partition_mode (probed). Megatron's parallel state validates tp/cp
+        # size and rank, all_gather the shards' shapes, and the nested tensor's constructor the
+        # batch's dtypes and trailing shapes. cost 2: verl's per-sequence Python loops.
+        self.declared = Declared(
+            features=frozenset({"need_roll", "bucket", "fp8", "min_local_rows"}),
+            lacks=frozenset() if self.util._PACKED_SEQ_PARAMS_HAS_CP_PARTITION_MODE
+            else frozenset({"contiguous"}),
+            validated_elsewhere=frozenset({"parallel_state", "unpack", "batch"}),
+            cost=2.0)
 
     def _call_pre(
         self, seqs: list[np.ndarray], config: Config, cp_rank: int, need_roll: bool,
@@ -175,7 +153,7 @@ class VerlTarget:
     def pack(
         self, seqs: Any, config: Config, cp_rank: Any, *, need_roll: Any = False,
         pad_value: Any = 0,
-    ) -> tuple[np.ndarray, np.ndarray, Meta]:
+    ) -> Packed:
         if pad_value != 0:
             raise NotImplementedError("verl has no pad_value")
         rows, params, pos = self._call_pre(seqs, config, cp_rank, need_roll)
@@ -189,7 +167,7 @@ class VerlTarget:
             "total": int(cu_padded[-1]),
             "local_rows": int(rows.shape[1]),
         }
-        return rows[0].numpy(), pos[0].numpy(), meta
+        return Packed(rows[0].numpy(), pos[0].numpy(), meta)
 
     def megatron_preprocess(
         self, seqs: list[np.ndarray], config: Config, cp_rank: int, *, need_roll: bool = False
@@ -282,5 +260,4 @@ class VerlTarget:
         )
 
 
-def make_target() -> VerlTarget:
-    return VerlTarget()
+TARGET = VerlTarget

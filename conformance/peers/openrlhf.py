@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..protocol import Config, Declared, Meta, Packed
 from . import _wheel
-from .protocol import CAPABILITIES, Config, Meta
 
 EXPECTED_VERSION = "0.11.2"
 RING_PATH = "openrlhf/models/ring_attn_utils.py"
@@ -105,11 +105,15 @@ class OpenRLHFTarget:
     """Adapter over OpenRLHF's unpad_and_slice_tensor / gather_and_pad_tensor."""
 
     name = "openrlhf"
-    # The peer (or the glue) builds every row it is asked for: a 2**31-row bucket would fill
-    # the machine's memory, so the huge-total tests are not drawn.
-    max_rows = 1 << 20
-    # No tensor parallelism, and CP only as contiguous slices (BASE_FEATURES).
-    declines = frozenset({"tensor_parallel", "zigzag"})
+    # No tensor parallelism (DeepSpeed), CP only as contiguous slices of the ring-attention
+    # group, token ids only (rows of shape (1, total)); no bucket, FP8, minimum rows, pad value
+    # (pad_id=0) or labels beside the rows. The glue builds the padded [B, S] batch, the ring
+    # size and rank come from torch.distributed, the shards from an all_gather. max_rows: the
+    # glue builds every row it is asked for, and a 2**31-row bucket would fill the memory.
+    declared = Declared(lacks=frozenset({"tensor_parallel", "zigzag", "trailing_dims"}),
+                        validated_elsewhere=frozenset({"config", "parallel_state", "batch",
+                                                       "unpack"}),
+                        max_rows=1 << 20)
 
     def __init__(self) -> None:
         path, self.version = _wheel.locate("openrlhf", RING_PATH, _HINT)
@@ -121,40 +125,19 @@ class OpenRLHFTarget:
                 raise RuntimeError(f"openrlhf {self.version} has no ring_attn_utils.{attr}")
         self._handed: list[torch.Tensor] = []
         self.ring.update_ring_attn_params = self._handed.append  # type: ignore[attr-defined]
-        self.capabilities = frozenset({"contiguous", "unpack", "zero_length"} & set(CAPABILITIES))
         self.description = (
             f"openrlhf {self.version} models/ring_attn_utils.py (standalone; flash-attn helpers "
             "as glue); cp = the ring-attention group (contiguous slices)"
         )
-        no = "OpenRLHF's ring-attention packing has no "
-        self.skip_reasons = {
-            "tensor_parallel": "OpenRLHF (DeepSpeed) has no tensor parallelism",
-            "zigzag": "OpenRLHF's ring attention gets contiguous slices: no zigzag sharding",
-            "bucket": no + "bucket", "fp8": no + "FP8 padding",
-            "min_local_rows": no + "minimum rows per rank",
-            "pad_value": "get_tensor_in_current_ring_attn_rank pads with 0 (pad_id=0)",
-            "need_roll": "the labels are a separate tensor (a per-row torch.roll) beside "
-            "unshifted position ids",
-            "trailing_dims": "the packed row is (1, total) token ids",
-            "plan": "no metadata apart from the data", "engine": "no engine flags",
-            "megatron": "not a Megatron path", "distributed": "the gather is answered in process",
-            "parallel_state_checks": "the ring size and rank come from torch.distributed",
-            "unpack_checks": "the shards come from an all_gather",
-            "batch_checks": "the batch is a padded [B, S] tensor built by the glue",
-            "flat_batch_checks": "the batch is a padded [B, S] tensor",
-            "megatron_checks": "not a Megatron path", "api_type_checks": "no PackConfig type",
-            "native_scalars": "sizes come from torch.distributed",
-            "local_gather": "not a Megatron path", "simulated_megatron": "not a Megatron path",
-        }
 
     def _declined(self, config: Config, need_roll: Any, pad_value: Any, seqs: Any) -> None:
         if need_roll:
-            raise NotImplementedError(self.skip_reasons["need_roll"])
+            raise NotImplementedError("OpenRLHF's labels are a separate tensor")
         if pad_value != 0:
-            raise NotImplementedError(self.skip_reasons["pad_value"])
+            raise NotImplementedError("OpenRLHF pads with 0 (pad_id=0)")
         for key in ("fp8", "bucket", "min_local_rows"):
             if config.get(key) not in (None, False):
-                raise NotImplementedError(self.skip_reasons[key])
+                raise NotImplementedError(f"{key}: OpenRLHF's packing has none")
         for key, default in (("tail", "last"), ("seq_align", "tp_cp"), ("max_num_seqs", None),
                              ("max_seqlen", "exact")):
             if config.get(key, default) != default:
@@ -164,7 +147,7 @@ class OpenRLHFTarget:
         if config.get("cp_size", 1) != 1 and config.get("cp_layout", "zigzag") != "contiguous":
             raise NotImplementedError("ring attention here slices contiguously: no zigzag")
         if any(isinstance(s, np.ndarray) and s.ndim != 1 for s in seqs):
-            raise NotImplementedError(self.skip_reasons["trailing_dims"])
+            raise NotImplementedError("the packed row is (1, total) token ids")
 
     @staticmethod
     def _padded_batch(seqs: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -181,7 +164,7 @@ class OpenRLHFTarget:
     def pack(
         self, seqs: Any, config: Config, cp_rank: Any, *, need_roll: Any = False,
         pad_value: Any = 0,
-    ) -> tuple[np.ndarray, np.ndarray, Meta]:
+    ) -> Packed:
         self._declined(config, need_roll, pad_value, seqs)
         cp = int(config.get("cp_size", 1))
         batch, mask = self._padded_batch(seqs)
@@ -202,7 +185,7 @@ class OpenRLHFTarget:
             "total": int(lengths.sum()) + int(pad_len),
             "local_rows": int(rows.shape[-1]),
         }
-        return rows[0].numpy(), pos[0].numpy(), meta
+        return Packed(rows[0].numpy(), pos[0].numpy(), meta)
 
     def unpack(self, shards: list[np.ndarray], meta: Meta, config: Config) -> list[np.ndarray]:
         tensors = [torch.from_numpy(np.ascontiguousarray(s))[None] for s in shards]
@@ -222,5 +205,4 @@ class OpenRLHFTarget:
         return [out[i, :n].numpy() for i, n in enumerate(lengths)]
 
 
-def make_target() -> OpenRLHFTarget:
-    return OpenRLHFTarget()
+TARGET = OpenRLHFTarget

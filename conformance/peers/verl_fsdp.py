@@ -24,7 +24,7 @@ Protocol mapping:
   on the whole sequence after an all-to-all, so no per-sequence CP alignment is needed).
 - Zigzag with `cp_size > 1`, `tp_size > 1` (FSDP has no tensor parallelism), FP8,
   `min_local_rows`, `need_roll`, zero-length sequences and trailing dims are not part of this
-  path; they raise NotImplementedError (see `skip_reasons`).
+  path; they raise NotImplementedError (see `declared`).
 - Metadata: verl's FSDP path hands the model only position ids; the attention layer derives the
   segments from them: a segment starts at every position id 0, and the last ends at the total
   (`prepare_fa2_from_position_ids` in verl/models/transformers/qwen2_vl.py, HF's
@@ -44,8 +44,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..protocol import CONVENTION_VALUES, Config, Declared, Meta, Packed
 from . import _wheel
-from .protocol import CAPABILITIES, CONVENTION_VALUES, Config, Meta
 
 EXPECTED_VERSION = "0.9.1"
 DIST = "verl"
@@ -113,14 +113,6 @@ class VerlFsdpTarget:
     """Adapter over verl 0.9.1's FSDP/VeOmni packed-input padding (flat stream, Ulysses SP)."""
 
     name = "verl-fsdp"
-    # The peer (or the glue) builds every row it is asked for: a 2**31-row bucket would fill
-    # the machine's memory, so the huge-total tests are not drawn.
-    max_rows = 1 << 20
-    # No tensor parallelism, and CP only as contiguous slices (BASE_FEATURES).
-    declines = frozenset({"tensor_parallel", "zigzag"})
-    # Spec 1.1: pad_packed_inputs appends the total padding as its own segment whose position
-    # ids restart at 0 (R-TAIL-1, R-TAIL-2); the suite compares it with the reference under it.
-    convention = {"tail": "segment"}
 
     def __init__(self) -> None:
         utils_path, self.version = _wheel.locate(DIST, UTILS_PATH, _HINT)
@@ -136,8 +128,7 @@ class VerlFsdpTarget:
                 raise RuntimeError(f"verl {self.version} has no {module.__name__}.{attr}")
         self.get_packed_pad_size: Any = None
         self.gather_and_unpad: Any = None
-        caps = {"pad_value"}
-        reasons: dict[str, str] = {}
+        features = {"pad_value"}
         try:
             engine_path, _ = _wheel.locate(DIST, ENGINE_PATH, _HINT)
             balancing_path, _ = _wheel.locate(DIST, BALANCING_PATH, _HINT)
@@ -146,63 +137,36 @@ class VerlFsdpTarget:
             ns["ceildiv"] = _wheel.load_function(balancing_path, "ceildiv", {})
             self.get_packed_pad_size = _wheel.load_function(
                 engine_path, "_get_packed_pad_size", ns, owner)
-            caps.add("bucket")
-        except (RuntimeError, LookupError) as exc:
-            reasons["bucket"] = f"this verl has no packed bucket pad: {exc}"
+            features.add("bucket")
+        except (RuntimeError, LookupError):
+            pass  # this verl has no packed bucket pad
         try:
             engine_path, _ = _wheel.locate(DIST, ENGINE_PATH, _HINT)
             owner = _wheel.find_method_owner(engine_path, "_gather_and_unpad_packed")
             self.gather_and_unpad = _wheel.load_function(
                 engine_path, "_gather_and_unpad_packed",
                 {"gather_outputs_and_unpad": self.ulysses.gather_outputs_and_unpad}, owner)
-            caps.add("unpack")
-        except (RuntimeError, LookupError) as exc:
-            reasons["unpack"] = f"this verl has no _gather_and_unpad_packed: {exc}"
-        caps.add("contiguous")
-        self.capabilities = frozenset(caps & set(CAPABILITIES))
+        except (RuntimeError, LookupError):
+            self.unpack = None  # type: ignore[method-assign,assignment]  # no such method here
+        # Spec 1.1: pad_packed_inputs appends the total padding as its own segment whose
+        # position ids restart at 0 (R-TAIL-1, R-TAIL-2). No tensor parallelism (FSDP), and CP
+        # is Ulysses SP: contiguous slices. No FP8, minimum rows or labels in the rows (the
+        # engine rolls them in a separate tensor); segments are derived from position ids, so
+        # a zero-length sequence cannot show, and rows are (1, total) ids: no trailing dims.
+        # The SP size and rank come from torch.distributed, the batch is a nested tensor, the
+        # shards come from an all_gather. max_rows: the glue builds every row it is asked for.
+        self.declared = Declared(
+            features=frozenset(features),
+            lacks=frozenset({"tensor_parallel", "zigzag", "zero_length", "trailing_dims"}),
+            convention={"tail": "segment"},
+            validated_elsewhere=frozenset({"config", "parallel_state", "batch", "unpack"}),
+            max_rows=1 << 20)
         self.description = (
             f"verl {self.version} FSDP packed path: engine/utils.py pad_packed_inputs, "
             "utils/ulysses.py (standalone), FSDPEngine._get_packed_pad_size and "
             "_gather_and_unpad_packed (definitions only); cp = Ulysses SP (contiguous), "
             "segments derived from position ids == 0"
         )
-        not_here = "not part of verl's FSDP packed path"
-        self.skip_reasons = {
-            **reasons,
-            "tensor_parallel": "verl's FSDP engine has no tensor parallelism",
-            "zigzag": "Ulysses SP slices the packed row contiguously: no zigzag CP sharding",
-            "fp8": f"{not_here}: no FP8 padding",
-            "min_local_rows": f"{not_here}: no minimum rows per rank",
-            "need_roll": "the FSDP engine keeps next-token labels in a separate tensor "
-            "(input_ids_rmpad_rolled: one torch.roll over the whole packed row, so a sequence's "
-            "last label is the next sequence's first token) beside unshifted position ids; the "
-            "protocol's need_roll is verl Megatron's convention (labels in rows, positions +1)",
-            "zero_length": "a zero-length sequence has no position id, so the segments derived "
-            "from position ids cannot show it (verl keeps it only in the nested offsets)",
-            "trailing_dims": "pad_packed_inputs and ulysses_pad pad the last dimension of a "
-            "(1, total_nnz) row: there are no trailing dims on this path",
-            "plan": "verl computes no metadata apart from the data",
-            "engine": "the engine flags live in the FSDP engine config, not loadable standalone",
-            "megatron": "not a Megatron path",
-            "distributed": "the unpack's all_gather is answered in process only",
-            "parallel_state_checks": "the SP size and rank come from torch.distributed",
-            "unpack_checks": "the shards come from an all_gather, which enforces their shapes",
-            "batch_checks": "the batch is a jagged nested tensor, whose constructor enforces one "
-            "dtype and shape",
-            "flat_batch_checks": "the packed row comes from a nested tensor only",
-            "megatron_checks": "not a Megatron path",
-            "api_type_checks": "verl has no PackConfig or Plan types",
-            "native_scalars": "the sizes come from the engine config and torch.distributed",
-            "local_gather": "not a Megatron path",
-            "simulated_megatron": "not a Megatron path",
-            "seq_align": "no per-sequence alignment to declare (Ulysses needs none)",
-            "max_num_seqs": "the segments come from position ids: no static count",
-            "max_seqlen": "max_seqlen is derived from the position ids",
-            "seq_align_cp": "no per-sequence alignment to declare (Ulysses needs none)",
-            "static_metadata": "the attention derives its segments from the position ids: no "
-            "fixed-shape metadata",
-            "fp8_recipes": f"{not_here}: no FP8 padding",
-        }
 
     # -- the protocol -------------------------------------------------------------------------
 
@@ -210,7 +174,7 @@ class VerlFsdpTarget:
         cfg = {"tp_size": 1, "cp_size": 1, "cp_layout": "zigzag", "fp8": False,
                "bucket": None, "min_local_rows": None, **config}
         if need_roll:
-            raise NotImplementedError(self.skip_reasons["need_roll"])
+            raise NotImplementedError("the FSDP engine keeps labels in a separate tensor")
         tail = config.get("tail", "segment")
         if tail not in CONVENTION_VALUES["tail"]:
             raise ValueError(f"tail must be 'segment' (the adapter's convention), got {tail!r}")
@@ -220,24 +184,24 @@ class VerlFsdpTarget:
         for key, default in (("seq_align", "tp_cp"), ("max_num_seqs", None),
                              ("max_seqlen", "exact")):
             if config.get(key, default) != default:
-                raise NotImplementedError(f"{key}={config[key]!r}: {self.skip_reasons[key]}")
+                raise NotImplementedError(f"{key}={config[key]!r}: not verl's FSDP packing")
         if cfg["fp8"]:
-            raise NotImplementedError(self.skip_reasons["fp8"])
+            raise NotImplementedError("verl's FSDP packed path has no FP8 padding")
         if cfg["min_local_rows"] is not None:
-            raise NotImplementedError(self.skip_reasons["min_local_rows"])
+            raise NotImplementedError("verl's FSDP packed path has no minimum rows")
         if cfg["tp_size"] != 1:
             raise NotImplementedError("verl's FSDP engine has no tensor parallelism (tp_size 1)")
         if cfg["cp_size"] != 1 and cfg["cp_layout"] != "contiguous":
             raise NotImplementedError(
                 "Ulysses SP slices the packed row contiguously: no zigzag CP sharding")
         if cfg["bucket"] is not None and self.get_packed_pad_size is None:
-            raise NotImplementedError(self.skip_reasons["bucket"])
+            raise NotImplementedError("this verl has no packed bucket pad")
         if isinstance(seqs, list | tuple):
             for s in seqs:
                 if isinstance(s, np.ndarray) and s.ndim != 1:
-                    raise NotImplementedError(self.skip_reasons["trailing_dims"])
+                    raise NotImplementedError("rows are (1, total) ids: no trailing dims")
                 if isinstance(s, np.ndarray) and s.shape[0] == 0:
-                    raise NotImplementedError(self.skip_reasons["zero_length"])
+                    raise NotImplementedError("a zero-length sequence has no position id")
 
     def _packed_row(self, seqs: list[np.ndarray], config: Config,
                     pad_value: Any) -> tuple[torch.Tensor, torch.Tensor]:
@@ -264,7 +228,7 @@ class VerlFsdpTarget:
     def pack(
         self, seqs: Any, config: Config, cp_rank: Any, *, need_roll: Any = False,
         pad_value: Any = 0,
-    ) -> tuple[np.ndarray, np.ndarray, Meta]:
+    ) -> Packed:
         self._declined(config, need_roll, seqs)
         ids, pos = self._packed_row(seqs, config, pad_value)
         sp = int(config.get("cp_size", 1))
@@ -291,7 +255,7 @@ class VerlFsdpTarget:
             "total": total,
             "local_rows": int(ids.shape[-1]),
         }
-        return ids[0].numpy(), pos[0].numpy(), meta
+        return Packed(ids[0].numpy(), pos[0].numpy(), meta)
 
     def unpack(self, shards: list[np.ndarray], meta: Meta, config: Config) -> list[np.ndarray]:
         """The engine's output path: gather and strip the total pad, then split by the offsets."""
@@ -308,5 +272,4 @@ class VerlFsdpTarget:
         return [t.numpy() for t in out.unbind()]
 
 
-def make_target() -> VerlFsdpTarget:
-    return VerlFsdpTarget()
+TARGET = VerlFsdpTarget

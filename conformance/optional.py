@@ -1,8 +1,8 @@
-"""The optional methods of the adapter protocol: what a target provides for each capability it
-declares (the capabilities themselves are listed in targets/protocol.py, CAPABILITIES).
+"""The optional methods of the adapter protocol, found by presence (protocol.METHODS maps each
+to the capability name the tests use). A target that has a method gets its tests; one that has
+not gets them "declined". Pack-like methods return `Packed`, as `pack` does.
 
-Nothing imports these classes at run time: the suite calls the methods by name once the target
-declares the capability. They are the reference for adapter authors.
+Nothing imports these classes at run time: they are the reference for adapter authors.
 """
 
 from __future__ import annotations
@@ -11,18 +11,18 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .protocol import ArraySpec, Config, Meta
+from .protocol import ArraySpec, Config, Meta, Packed
 
 
 class OptionalMethods(Protocol):
-    """Methods a target provides when it declares the matching capability."""
+    """The general optional methods."""
 
     batch_forms: tuple[str, ...]
 
     def pack_as(
         self, form: str, seqs: list[np.ndarray], config: Config, cp_rank: int, *,
         need_roll: bool = False, pad_value: Any = 0,
-    ) -> tuple[np.ndarray, np.ndarray, Meta]:
+    ) -> Packed:
         """Capability `batch_forms`: like `pack`, with `seqs` first converted to the input form
         `form` (one of `batch_forms`, names of the target's choosing: a nested tensor, a flat
         buffer with lengths, ...). Each form must give the reference's result."""
@@ -98,7 +98,7 @@ class FlatBatchMethods(Protocol):
 
     def pack_flat(
         self, values: np.ndarray, lengths: Any, config: Config, cp_rank: int
-    ) -> tuple[np.ndarray, np.ndarray, Meta]:
+    ) -> Packed:
         """Pack the flat values `[sum L, *trail]` split by `lengths` (rank `cp_rank`).
 
         Convert `values` without copying (the suite checks that a rejection leaves it
@@ -116,7 +116,7 @@ class MaskFormMethods(Protocol):
     def pack_masked(
         self, values: Any, mask: Any, config: Config, cp_rank: int, *,
         need_roll: bool = False, pad_value: Any = 0,
-    ) -> tuple[np.ndarray, np.ndarray, Meta]:
+    ) -> Packed:
         """Pack the padded batch `values [B, S, *trail]` whose sequence i is
         `values[i][mask[i]]`. Convert a `values` or `mask` that is a `np.ndarray` to your array
         type without copying and keeping its strides (the suite passes column-major and strided
@@ -196,7 +196,7 @@ class Float8Methods(Protocol):
     def pack_float8(
         self, bits: list[np.ndarray], dtype: str, config: Config, cp_rank: int, *,
         pad_value: Any = 0,
-    ) -> tuple[np.ndarray, np.ndarray, Meta]:
+    ) -> Packed:
         """`pack` of the uint8 arrays `bits`, each viewed (not converted) as your float8 dtype
         named `dtype`, with `pad_value` as given; the rows come back viewed as uint8."""
         ...

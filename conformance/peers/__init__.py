@@ -1,0 +1,1 @@
+"""Adapters for other trainers' packers, loaded from their published wheels (`--target verl`)."""

@@ -1,0 +1,194 @@
+"""The adapter protocol: how the suite talks to a packer under test (conformance/README.md).
+
+A target is any object with a `pack` method returning `Packed`, a `name`, and a `declared`
+(`Declared`: what the suite cannot see by looking). Its optional methods are found by presence
+(`METHODS`), as array-api-tests finds a library's extensions. The suite speaks NumPy at the
+boundary: an adapter converts NumPy batches to its packer's types, calls it, converts back, and
+lets the packer's exceptions propagate.
+
+Sizes (config values, `cp_rank`) arrive as Python ints on valid input, with one exception:
+the tests whose subject is the type of a value (NumPy sizes accepted as ints, R-IN-3; the
+rejection tests, R-ERR-*) pass NumPy integers, bools, floats, strings or None as given. Hand
+every value to your packer unchanged; never convert or check it in the adapter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+# PackConfig as keyword arguments: tp_size, cp_size, cp_layout, fp8, bucket, min_local_rows and
+# the convention fields (CONVENTION_VALUES). A field left out means the spec's default (or the
+# target's fixed convention, which the suite fills in). Invalid values pass through on purpose.
+Config = dict[str, Any]
+# The plan as plain data: NumPy arrays seqlens, seqlens_padded, cu_seqlens, cu_seqlens_padded;
+# ints max_seqlen, total, local_rows, num_seqs (B). Only cu_seqlens_padded is required.
+Meta = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Packed:
+    """One CP rank's pack, as plain data. `meta` keys a packer lacks are left out: the checks
+    that need them are declined, never failed. `position_ids` None: the packer gives none."""
+
+    rows: np.ndarray  # [local_rows, *trail], in the packer's dtype
+    position_ids: np.ndarray | None  # [local_rows] integers
+    meta: Meta  # "cu_seqlens_padded" required; the other Meta keys where the packer has them
+    labels: np.ndarray | None = None  # [local_rows] next-token labels beside the rows
+    loss_mask: np.ndarray | None = None  # [local_rows], 1 where the loss reads the label
+
+
+@dataclass(frozen=True)
+class Declared:
+    """What the suite cannot find out by looking. The defaults: the spec's defaults, every base
+    feature, no optional feature, every validation done by the packer itself."""
+
+    features: frozenset[str] = frozenset()  # optional features supported (FEATURES)
+    lacks: frozenset[str] = frozenset()  # base features it does not have (BASE_FEATURES)
+    convention: dict[str, Any] = field(default_factory=dict)  # fields it always packs with,
+    # whatever the config says, e.g. {"tail": "segment"} (CONVENTION_VALUES)
+    validated_elsewhere: frozenset[str] = frozenset()  # validation left to callers (VALIDATION)
+    max_rows: int | None = None  # tests that would build more rows are declined
+    cost: float = 1.0  # > 1 scales the example count down for a slow packer
+
+
+FEATURES: dict[str, str] = {
+    "bucket": "config bucket=N pads the total to a multiple of lcm(A, N) (R-TOTAL-2)",
+    "fp8": "config fp8=True: FP8 per-sequence and total alignment (R-ALIGN-2, R-TOTAL-1)",
+    "fp8_recipes": "config fp8='tensor' | 'mxfp8' | 'block' | 'nvfp4' (R-FP8-1, R-TOTAL-1)",
+    "min_local_rows": "config min_local_rows=N: at least N local rows per rank (R-TOTAL-3)",
+    "need_roll": "pack(need_roll=True) builds next-token labels (spec section 8)",
+    "pad_value": "pack(pad_value=v) honours a non-zero pad value (R-ROW-2)",
+    "static_metadata": "config max_num_seqs=N and max_seqlen='total' (R-STATIC-1..3)",
+    "tail_segment": "config tail='segment': the total padding as its own segment (R-TAIL-1/2)",
+    "seq_align_cp": "config seq_align='cp': sequences aligned to cp * f only (R-ALIGN-5)",
+    "large_totals": "totals of 2**25 rows take seconds (not a packer that walks row by row)",
+    "forged_plan_checks": "unpack rejects a plan whose fields contradict each other (R-ERR-11, "
+    "a MAY)",
+}
+BASE_FEATURES: dict[str, str] = {
+    "tensor_parallel": "tp_size > 1 (tp in the alignment, sequence parallelism)",
+    "zigzag": "cp_layout='zigzag' with cp_size > 1 (TE's load-balanced THD sharding)",
+    "contiguous": "cp_layout='contiguous' with cp_size > 1 (R-SHARD-3)",
+    "zero_length": "sequences of length 0 anywhere in the batch (R-IN-2, R-ROW-3)",
+    "trailing_dims": "sequences with trailing dimensions [L_i, *trail] (R-IN-1)",
+    "tail_last": "config tail='last' (the default): the total padding onto the last sequence",
+    "seq_align_tp_cp": "config seq_align='tp_cp' (the default): sequences aligned to tp * cp * f",
+}
+# Validation a packer may leave to its callers; each is checked (R-ERR-*) unless declared in
+# `validated_elsewhere`, under the capability name `<key>_checks`.
+VALIDATION: dict[str, str] = {
+    "config": "bucket, min_local_rows, cp_layout and fp8 of the config (R-ERR-1..4)",
+    "parallel_state": "tp_size, cp_size and cp_rank (R-ERR-1, R-ERR-2, R-ERR-5)",
+    "batch": "the batch container, element types, dtypes and trailing shapes (R-ERR-1/7/9)",
+    "unpack": "the shard list given to unpack (R-ERR-11)",
+    "need_roll_type": "need_roll is a real bool (R-ERR-1)",
+}
+# Optional methods, found by presence (a callable attribute), each under a capability name
+# (conformance/optional.py documents their signatures). An attribute set to None is absent.
+METHODS: dict[str, str] = {
+    "plan": "plan", "unpack": "unpack", "engine": "resolve_engine_config",
+    "row_map": "row_map", "batch_forms": "pack_as", "rejected_forms": "rejected_forms",
+    "mask_form": "pack_masked", "flat_batch_checks": "pack_flat", "float8": "pack_float8",
+    "api_type_checks": "pack_as_is", "native_scalars": "native_scalar",
+    "native_dtypes": "pack_viewed", "valueless_device": "pack_valueless",
+    "megatron": "megatron_preprocess", "megatron_checks": "megatron_preprocess_as_is",
+    "kwargs_params": "megatron_preprocess_kwargs", "packed_seqs": "packed_preprocess",
+    "distributed": "distributed_unpack", "local_gather": "gathered_unpack",
+    "simulated_megatron": "megatron_preprocess_newer",
+}
+
+# The convention fields (spec 1.1) and, for each valid value, the feature or base feature a
+# target needs for it (None: every target). A fixed `convention` makes its value the only one.
+CONVENTION_DEFAULTS: dict[str, Any] = {
+    "tail": "last", "seq_align": "tp_cp", "max_num_seqs": None, "max_seqlen": "exact",
+}
+CONVENTION_VALUES: dict[str, dict[Any, str | None]] = {
+    "tail": {"last": "tail_last", "segment": "tail_segment"},
+    "seq_align": {"tp_cp": "seq_align_tp_cp", "cp": "seq_align_cp"},
+    "max_seqlen": {"exact": None, "total": "static_metadata"},
+}
+FP8_RECIPES = ("tensor", "mxfp8", "block", "nvfp4")
+# The features of the non-default conventions (a Megatron view keeps the defaults).
+CONVENTION_CAPABILITIES = frozenset({"tail_segment", "seq_align_cp", "fp8_recipes",
+                                     "static_metadata"})
+# Every name the suite's internal view may hold.
+CAPABILITIES = frozenset(FEATURES) | frozenset(BASE_FEATURES) | frozenset(METHODS) | frozenset(
+    f"{key}_checks" for key in VALIDATION)
+
+
+@dataclass(frozen=True)
+class ArraySpec:
+    """An array the suite cannot read (one on a device without values, `pack_valueless`):
+    `dtype` in NumPy's spelling where NumPy has it, else the target's own name."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    device: str
+
+
+def declared_of(target: Any) -> Declared:
+    """The target's `declared` (the defaults where it has none)."""
+    return getattr(target, "declared", None) or Declared()
+
+
+def problems(target: Any) -> list[str]:
+    """Why `target` does not follow the protocol (empty: it does)."""
+    out = [f"no {what!r}" for what in ("name", "pack") if not hasattr(target, what)]
+    decl = declared_of(target)
+    if not isinstance(decl, Declared):
+        return [*out, f"declared is {type(decl).__name__}, not conformance.protocol.Declared"]
+    for attr, known in (("features", FEATURES), ("lacks", BASE_FEATURES),
+                        ("validated_elsewhere", VALIDATION)):
+        unknown = set(getattr(decl, attr)) - set(known)
+        if unknown:
+            out.append(f"unknown {attr} {sorted(unknown)} (known: {sorted(known)})")
+    for key, value in decl.convention.items():
+        if key not in ("tail", "seq_align") or value not in CONVENTION_VALUES[key]:
+            out.append(f"convention {key}={value!r}: a fixed convention names tail "
+                       f"{list(CONVENTION_VALUES['tail'])} or seq_align "
+                       f"{list(CONVENTION_VALUES['seq_align'])}")
+    return out
+
+
+def has_method(target: Any, cap: str) -> bool:
+    attr = getattr(target, METHODS[cap], None)
+    return attr is not None and (cap == "rejected_forms" or callable(attr))
+
+
+def capabilities(target: Any) -> frozenset[str]:
+    """The suite's internal view of a target: its features, the base features it does not
+    lack, the validation it does itself (`<key>_checks`), its optional methods, and its fixed
+    convention (each fixed value its only one: the other values' features taken away)."""
+    decl = declared_of(target)
+    caps = set(decl.features) | (set(BASE_FEATURES) - set(decl.lacks))
+    caps |= {f"{key}_checks" for key in VALIDATION if key not in decl.validated_elsewhere}
+    caps |= {cap for cap in METHODS if has_method(target, cap)}
+    for key, value in decl.convention.items():
+        for other, cap in CONVENTION_VALUES[key].items():
+            if cap is not None:
+                (caps.add if other == value else caps.discard)(cap)
+    return frozenset(caps)
+
+
+def describe(cap: str) -> str:
+    """What a capability of the internal view means (the report's reason for a decline)."""
+    if cap in METHODS:
+        return f"the target has no {METHODS[cap]}{'' if cap == 'rejected_forms' else '()'}"
+    if cap.endswith("_checks") and cap[:-len("_checks")] in VALIDATION:
+        return f"validated elsewhere: {VALIDATION[cap[:-len('_checks')]]}"
+    return FEATURES.get(cap) or BASE_FEATURES.get(cap) or cap
+
+
+def plain_meta(plan: Any) -> Meta:
+    """Meta from any object with the spec's plan attributes (tensors are turned into NumPy)."""
+    meta: Meta = {}
+    for key in ("seqlens", "seqlens_padded", "cu_seqlens", "cu_seqlens_padded"):
+        value = getattr(plan, key)
+        meta[key] = value.numpy() if hasattr(value, "numpy") else np.asarray(value)
+    for key in ("max_seqlen", "total", "local_rows", "num_seqs"):
+        if hasattr(plan, key):
+            meta[key] = getattr(plan, key)
+    return meta
