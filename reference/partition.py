@@ -2,6 +2,11 @@
 
 This is what the consumers do with a pack, whatever convention made it: the consumer contract's
 checks (`conformance/contract.py`) place a target's rows through it, never through the plan.
+The model tier (§12c) reads a pack's rows through the same arithmetic (with TE's integer
+division where a segment is not divisible): a pack of this reference, run through a causal LM
+by position ids (R-MODEL-1), THD metadata (R-MODEL-2) or CP attention (R-MODEL-3), gives every
+real token the log-probs of its sequence run alone, and the loss (R-MODEL-4) and gradients
+(R-MODEL-5) of the unpacked batch.
 """
 
 from __future__ import annotations

@@ -1,0 +1,228 @@
+"""The model tier (spec §12c, R-MODEL-*): the target's pack through a real causal LM equals the
+sequences run one by one through the same model: log-probs of every real token, the loss under
+the target's label convention, and the parameters' gradients.
+
+cp = 1 runs in this process on hypothesis-drawn cases (tp 1-2, both layouts, every tail,
+buckets, `min_local_rows`, FP8, static metadata, `need_roll`): the rows and position ids through
+the model's own sdpa path (R-MODEL-1), and the metadata through the registered THD attention
+(R-MODEL-2). cp 2-4 runs a fixed list of cases in one gloo world of 4 processes on 127.0.0.1
+(`_model_worker.py`), each rank's shard through the CP attention (R-MODEL-3). The target packs
+here, through the suite's harness; the model never sees the target, only its outputs.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import pickle
+import socket
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from . import harness as h
+from . import model
+from .model_checks import check_runs
+from .strategies import Batch, PackCase, configs, pack_cases
+
+ROOT = Path(__file__).resolve().parent.parent
+CAPS = h.caps()
+SEED = 0
+TIMEOUT_S = 60
+
+
+@st.composite
+def _batches(draw: st.DrawFn) -> Batch:
+    """1 to 6 sequences of 0 to 20 tokens (no zero length unless declared), at least one token."""
+    low = 0 if "zero_length" in CAPS else 1
+    lengths = draw(st.lists(st.integers(low, 20), min_size=1, max_size=6))
+    assume(sum(lengths) > 0)
+    return Batch(tuple(lengths), dtype="int64", seed=draw(st.integers(0, 2**16)))
+
+
+_CP1 = pack_cases(
+    caps=CAPS, batch=_batches(),
+    config=configs(caps=CAPS, cp=st.just(1), tp=st.integers(1, 2),
+                   bucket=st.one_of(st.none(), st.integers(1, 48)),
+                   min_local_rows=st.one_of(st.none(), st.integers(1, 40))),
+).map(lambda case: replace(case, pad_value=0))  # padding rows stay token id 0
+
+
+@functools.lru_cache(maxsize=64)
+def _baseline(lengths: tuple[int, ...], seed: int) -> model.Baseline:
+    return model.baseline(model.build_model(SEED), model.token_batch(lengths, seed))
+
+
+def _shards(case: PackCase, seqs: list[np.ndarray]) -> list[model.Shard]:
+    """The target's packs on every rank: without need_roll for the inputs, and with it for the
+    labels when the case asks for them."""
+    inputs = h.run_target(replace(case, need_roll=False), seqs)
+    labels = h.run_target(case, seqs) if case.need_roll else None
+    return model.make_shards(inputs, labels, case.cp_size)
+
+
+def _cp1(case: PackCase, consumer: str) -> None:
+    h.assume_declared(case)
+    assume(h.within_rows(1024))
+    seqs = model.token_batch(case.batch.lengths, case.batch.seed)
+    shards = _shards(case, seqs)
+    if consumer == "position_ids" and shards[0].pos is None:
+        pytest.skip(f"target {h.target().name!r} gives no position ids (R-MODEL-1 needs them)")
+    layout = str(case.config.get("cp_layout", "zigzag"))
+    run = model.run_rank(model.build_model(SEED), shards, seqs, 1, layout, 0, consumer)
+    check_runs(_baseline(case.batch.lengths, case.batch.seed), [run], shards, seqs, 1, layout,
+               consumer)
+
+
+@pytest.mark.rules("R-MODEL-1", "R-MODEL-4", "R-MODEL-5")
+@h.prop_settings(weight=0.1)
+@given(_CP1)
+def test_model_position_ids(case: PackCase) -> None:
+    """cp = 1, padding-free: rows and position ids through the model's sdpa path with no
+    attention mask (segments from position ids) give every real token the log-probs of its
+    sequence run alone; the loss and gradients match."""
+    _cp1(case, "position_ids")
+
+
+@pytest.mark.rules("R-MODEL-2", "R-MODEL-4", "R-MODEL-5")
+@h.prop_settings(weight=0.1)
+@given(_CP1)
+def test_model_thd(case: PackCase) -> None:
+    """cp = 1, THD: rows and cu_seqlens_padded (cu_seqlens where given) through varlen attention
+    as TE computes it, RoPE at each row's offset in its segment."""
+    _cp1(case, "thd")
+
+
+# ----------------------------------------------------------------------------------------------
+# Context parallel: one gloo world, a fixed list of cases
+
+
+def _case(cp: int, layout: str, lengths: tuple[int, ...], roll: bool = False, seed: int = 1,
+          **config: Any) -> PackCase:
+    return PackCase(config={"cp_size": cp, "cp_layout": layout, **config},
+                    batch=Batch(lengths, seed=seed), need_roll=roll)
+
+
+CP_CASES: dict[str, PackCase] = {
+    "cp2-zz": _case(2, "zigzag", (5, 0, 13, 1), roll=True),
+    "cp2-zz-tp2": _case(2, "zigzag", (7, 2), tp_size=2),
+    "cp2-zz-bucket": _case(2, "zigzag", (9, 3), roll=True, bucket=24),
+    "cp2-zz-segment-static": _case(2, "zigzag", (4, 6, 0), roll=True, tail="segment",
+                                   max_num_seqs=4, max_seqlen="total"),
+    "cp2-zz-min-rows": _case(2, "zigzag", (3,), min_local_rows=20),
+    "cp2-zz-fp8": _case(2, "zigzag", (10, 5), roll=True, fp8=True),
+    "cp2-contig": _case(2, "contiguous", (5, 0, 13, 1), roll=True),
+    "cp2-contig-tp2-bucket": _case(2, "contiguous", (7, 2, 9), tp_size=2, bucket=12),
+    "cp2-contig-segment": _case(2, "contiguous", (6, 3), roll=True, tail="segment"),
+    "cp3-zz": _case(3, "zigzag", (11, 4), roll=True),
+    "cp3-zz-seq-align-cp": _case(3, "zigzag", (5, 6), tp_size=2, seq_align="cp"),
+    "cp3-contig": _case(3, "contiguous", (8, 1, 5), roll=True),
+    "cp4-zz": _case(4, "zigzag", (17, 3, 0, 9), roll=True),
+    "cp4-zz-tp2-static": _case(4, "zigzag", (6, 6), roll=True, tp_size=2, max_num_seqs=4),
+    "cp4-zz-bucket-segment": _case(4, "zigzag", (13,), bucket=40, tail="segment"),
+    "cp4-contig": _case(4, "contiguous", (17, 3, 0, 9), roll=True),
+    "cp4-contig-tp2": _case(4, "contiguous", (30,), tp_size=2),
+}
+
+
+def _declined(case: PackCase) -> list[str]:
+    return h.declined_by(config=case.config, lengths=case.batch.lengths,
+                         need_roll=case.need_roll)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run_world(tmp: Path, items: list[dict[str, Any]]) -> list[list[model.RankRun]]:
+    """Every item on its cp ranks of one gloo world (`_model_worker.py`); the processes are
+    waited for with a bound and always reaped. Returns each item's runs in rank order."""
+    world = max(item["cp"] for item in items)
+    job = tmp / "job.pkl"
+    job.write_bytes(pickle.dumps({"port": _free_port(), "world": world, "timeout": TIMEOUT_S,
+                                  "seed": SEED, "items": items}))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *sys.path])
+    env.setdefault("OMP_NUM_THREADS", "1")
+    procs = [subprocess.Popen([sys.executable, "-m", "conformance._model_worker", str(job),
+                               str(rank)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT)
+             for rank in range(world)]
+    logs = []
+    try:
+        for proc in procs:
+            out, _ = proc.communicate(timeout=TIMEOUT_S * 5)
+            logs.append(out.decode(errors="replace")[-3000:])
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    per_rank = []
+    for rank in range(world):
+        path = tmp / f"rank{rank}.pkl"
+        if not path.is_file():
+            raise RuntimeError(f"model worker rank {rank} produced no result; log:\n{logs[rank]}")
+        data = pickle.loads(path.read_bytes())
+        if "error" in data:
+            raise RuntimeError(f"model worker rank {rank} failed:\n{data['error']}")
+        per_rank.append(data["runs"])
+    return [[per_rank[r][index] for r in range(item["cp"])] for index, item in enumerate(items)]
+
+
+@pytest.fixture(scope="module")
+def cp_outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Each CP case's packs (made here, through the harness) run in one world: per case, the
+    exception the target's pack raised, or [(consumer, shards, runs)]."""
+    outcomes: dict[str, Any] = {}
+    items: list[dict[str, Any]] = []
+    for cid, raw in CP_CASES.items():
+        case = replace(raw, config=h.with_convention(raw.config))
+        if _declined(case):
+            continue
+        seqs = model.token_batch(case.batch.lengths, case.batch.seed)
+        try:
+            shards = _shards(case, seqs)
+        except (h.RuleViolation, h.TargetError) as exc:
+            outcomes[cid] = exc
+            continue
+        consumers = ["thd"] + (["thd_position_ids"] if shards[0].pos is not None else [])
+        outcomes[cid] = []
+        for consumer in consumers:
+            items.append({"id": cid, "cp": case.cp_size, "consumer": consumer, "seqs": seqs,
+                          "layout": str(case.config.get("cp_layout", "zigzag")),
+                          "shards": shards})
+    if items:
+        for item, runs in zip(items, run_world(tmp_path_factory.mktemp("model"), items),
+                              strict=True):
+            outcomes[item["id"]].append((item["consumer"], item["shards"], runs))
+    return outcomes
+
+
+@pytest.mark.rules("R-MODEL-3", "R-MODEL-4", "R-MODEL-5")
+@pytest.mark.parametrize("cid", list(CP_CASES))
+def test_model_context_parallel(cid: str, cp_outcomes: dict[str, Any]) -> None:
+    """cp 2-4, zigzag and contiguous: each rank's shard through CP attention over a real gloo
+    group (K and V gathered, causal by offset within each segment, positions from the metadata
+    and, where given, the target's position ids); log-probs, loss and gradients summed over
+    the ranks equal the unpacked run."""
+    raw = CP_CASES[cid]
+    case = replace(raw, config=h.with_convention(raw.config))
+    h.require(*_declined(case))
+    outcome = cp_outcomes[cid]
+    if isinstance(outcome, BaseException):
+        raise outcome
+    seqs = model.token_batch(case.batch.lengths, case.batch.seed)
+    base = _baseline(case.batch.lengths, case.batch.seed)
+    for consumer, shards, runs in outcome:
+        check_runs(base, runs, shards, seqs, case.cp_size, str(case.config["cp_layout"]),
+                   consumer)
