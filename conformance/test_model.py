@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import assume, given
+from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 from . import harness as h
@@ -69,6 +69,7 @@ def _shards(case: PackCase, seqs: list[np.ndarray]) -> list[model.Shard]:
 
 
 def _cp1(case: PackCase, consumer: str) -> None:
+    case = replace(case, config=h.with_convention(case.config))
     h.assume_declared(case)
     assume(h.within_rows(1024))
     seqs = model.token_batch(case.batch.lengths, case.batch.seed)
@@ -81,8 +82,17 @@ def _cp1(case: PackCase, consumer: str) -> None:
                consumer)
 
 
+# Pinned first: five sequences (an empty one among them) with and without labels, tp 2 and a
+# bucket (padding inside and after the sequences).
+PLAIN = PackCase(config={"cp_size": 1}, batch=Batch((5, 0, 7, 1, 3), seed=3), need_roll=True)
+PADDED = PackCase(config={"cp_size": 1, "tp_size": 2, "bucket": 24},
+                  batch=Batch((6, 3, 0, 4), seed=4), need_roll=True)
+
+
 @pytest.mark.rules("R-MODEL-1", "R-MODEL-4", "R-MODEL-5")
 @h.prop_settings(weight=0.1)
+@example(PLAIN)
+@example(PADDED)
 @given(_CP1)
 def test_model_position_ids(case: PackCase) -> None:
     """cp = 1, padding-free: rows and position ids through the model's sdpa path with no
@@ -93,6 +103,8 @@ def test_model_position_ids(case: PackCase) -> None:
 
 @pytest.mark.rules("R-MODEL-2", "R-MODEL-4", "R-MODEL-5")
 @h.prop_settings(weight=0.1)
+@example(PLAIN)
+@example(PADDED)
 @given(_CP1)
 def test_model_thd(case: PackCase) -> None:
     """cp = 1, THD: rows and cu_seqlens_padded (cu_seqlens where given) through varlen attention
@@ -180,12 +192,18 @@ def run_world(tmp: Path, items: list[dict[str, Any]]) -> list[list[model.RankRun
 
 
 @pytest.fixture(scope="module")
-def cp_outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Each CP case's packs (made here, through the harness) run in one world: per case, the
-    exception the target's pack raised, or [(consumer, shards, runs)]."""
+def cp_outcomes(request: pytest.FixtureRequest,
+                tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The selected CP cases' packs (made here, through the harness) run in one world: per
+    case, the exception the target's pack raised, or [(consumer, shards, runs)]."""
     outcomes: dict[str, Any] = {}
     items: list[dict[str, Any]] = []
+    selected = {item.callspec.params["cid"] for item in request.session.items
+                if isinstance(item, pytest.Function)
+                and item.originalname == "test_model_context_parallel"}
     for cid, raw in CP_CASES.items():
+        if cid not in selected:
+            continue
         case = replace(raw, config=h.with_convention(raw.config))
         if _declined(case):
             continue
