@@ -68,8 +68,22 @@ def _shards(case: PackCase, seqs: list[np.ndarray]) -> list[model.Shard]:
     return model.make_shards(inputs, labels, case.cp_size)
 
 
+def adapt(case: PackCase) -> PackCase:
+    """A case written once for every target, brought to this one: its fixed convention filled
+    in; labels, zero-length sequences and tp dropped where it has none (what the case is about,
+    a layout, a bucket, a convention, stays and is declined where missing)."""
+    config = h.with_convention(case.config)
+    if "tensor_parallel" not in CAPS:
+        config = {**config, "tp_size": 1}
+    batch = case.batch
+    if "zero_length" not in CAPS:
+        batch = replace(batch, lengths=tuple(n for n in batch.lengths if n) or (1,))
+    return replace(case, config=config, batch=batch,
+                   need_roll=case.need_roll and "need_roll" in CAPS)
+
+
 def _cp1(case: PackCase, consumer: str) -> None:
-    case = replace(case, config=h.with_convention(case.config))
+    case = adapt(case)
     h.assume_declared(case)
     assume(h.within_rows(1024))
     seqs = model.token_batch(case.batch.lengths, case.batch.seed)
@@ -87,12 +101,19 @@ def _cp1(case: PackCase, consumer: str) -> None:
 PLAIN = PackCase(config={"cp_size": 1}, batch=Batch((5, 0, 7, 1, 3), seed=3), need_roll=True)
 PADDED = PackCase(config={"cp_size": 1, "tp_size": 2, "bucket": 24},
                   batch=Batch((6, 3, 0, 4), seed=4), need_roll=True)
+# spec/errata.md E-4 (verl's padding rows carry the next row's token under need_roll) and E-1
+# (local rows not divisible by tp)
+E4_PADDING_LABEL = PackCase(config={"cp_size": 1, "tp_size": 2}, batch=Batch((1, 2)),
+                            need_roll=True)
+E1_TP = PackCase(config={"cp_size": 1, "tp_size": 2, "bucket": 3}, batch=Batch((1, 3)))
 
 
 @pytest.mark.rules("R-MODEL-1", "R-MODEL-4", "R-MODEL-5")
 @h.prop_settings(weight=0.1)
 @example(PLAIN)
 @example(PADDED)
+@example(E4_PADDING_LABEL)
+@example(E1_TP)
 @given(_CP1)
 def test_model_position_ids(case: PackCase) -> None:
     """cp = 1, padding-free: rows and position ids through the model's sdpa path with no
@@ -105,6 +126,8 @@ def test_model_position_ids(case: PackCase) -> None:
 @h.prop_settings(weight=0.1)
 @example(PLAIN)
 @example(PADDED)
+@example(E4_PADDING_LABEL)
+@example(E1_TP)
 @given(_CP1)
 def test_model_thd(case: PackCase) -> None:
     """cp = 1, THD: rows and cu_seqlens_padded (cu_seqlens where given) through varlen attention
@@ -124,6 +147,7 @@ def _case(cp: int, layout: str, lengths: tuple[int, ...], roll: bool = False, se
 
 CP_CASES: dict[str, PackCase] = {
     "cp2-zz": _case(2, "zigzag", (5, 0, 13, 1), roll=True),
+    "cp2-zz-plain": _case(2, "zigzag", (6, 9, 2)),
     "cp2-zz-tp2": _case(2, "zigzag", (7, 2), tp_size=2),
     "cp2-zz-bucket": _case(2, "zigzag", (9, 3), roll=True, bucket=24),
     "cp2-zz-segment-static": _case(2, "zigzag", (4, 6, 0), roll=True, tail="segment",
@@ -134,13 +158,20 @@ CP_CASES: dict[str, PackCase] = {
     "cp2-contig-tp2-bucket": _case(2, "contiguous", (7, 2, 9), tp_size=2, bucket=12),
     "cp2-contig-segment": _case(2, "contiguous", (6, 3), roll=True, tail="segment"),
     "cp3-zz": _case(3, "zigzag", (11, 4), roll=True),
+    "cp3-zz-plain": _case(3, "zigzag", (3, 8, 5)),
     "cp3-zz-seq-align-cp": _case(3, "zigzag", (5, 6), tp_size=2, seq_align="cp"),
     "cp3-contig": _case(3, "contiguous", (8, 1, 5), roll=True),
     "cp4-zz": _case(4, "zigzag", (17, 3, 0, 9), roll=True),
+    "cp4-zz-plain": _case(4, "zigzag", (12, 5)),
     "cp4-zz-tp2-static": _case(4, "zigzag", (6, 6), roll=True, tp_size=2, max_num_seqs=4),
     "cp4-zz-bucket-segment": _case(4, "zigzag", (13,), bucket=40, tail="segment"),
     "cp4-contig": _case(4, "contiguous", (17, 3, 0, 9), roll=True),
     "cp4-contig-tp2": _case(4, "contiguous", (30,), tp_size=2),
+    # spec/errata.md's smallest cases against verl 0.9.1 (E-1 token loss, E-2, E-3, E-4, E-5)
+    "e1-bucket": _case(2, "zigzag", (3,), bucket=6),
+    "e2-min-rows": _case(2, "zigzag", (1,), min_local_rows=3),
+    "e3-zero-length-label": _case(2, "zigzag", (4, 0), roll=True),
+    "e4-e5-roll": _case(2, "zigzag", (3, 4), roll=True),
 }
 
 
@@ -204,7 +235,7 @@ def cp_outcomes(request: pytest.FixtureRequest,
     for cid, raw in CP_CASES.items():
         if cid not in selected:
             continue
-        case = replace(raw, config=h.with_convention(raw.config))
+        case = adapt(raw)
         if _declined(case):
             continue
         seqs = model.token_batch(case.batch.lengths, case.batch.seed)
@@ -233,8 +264,7 @@ def test_model_context_parallel(cid: str, cp_outcomes: dict[str, Any]) -> None:
     group (K and V gathered, causal by offset within each segment, positions from the metadata
     and, where given, the target's position ids); log-probs, loss and gradients summed over
     the ranks equal the unpacked run."""
-    raw = CP_CASES[cid]
-    case = replace(raw, config=h.with_convention(raw.config))
+    case = adapt(CP_CASES[cid])
     h.require(*_declined(case))
     outcome = cp_outcomes[cid]
     if isinstance(outcome, BaseException):
