@@ -61,7 +61,11 @@ def tests(session: nox.Session) -> None:
 def conformance(session: nox.Session) -> None:
     """The differential conformance suite; `nox -s conformance -- --target verl` for upstream."""
     _install_test_deps(session)
-    args = list(session.posargs)
+    # `--install=SPEC` (repeatable): the user's own package (a path, a git URL, a requirement)
+    # goes into the session too, so `--target mypkg.mod:MyTarget` can import it.
+    args = [a for a in session.posargs if not a.startswith("--install=")]
+    for spec in (a.partition("=")[2] for a in session.posargs if a.startswith("--install=")):
+        session.install(spec)
     requirements = TARGET_REQUIREMENTS.get(_target_name(args, session.env) or "", [])
     if requirements:
         session.install(*requirements)

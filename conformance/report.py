@@ -224,9 +224,53 @@ def payload(entries: list[dict[str, Any]], matrix: dict[str, dict[str, Any]],
               for e in ordered if e["status"] in ("target-error", "error") or e.get("tracebacks")]
     return {**header, "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "summary": summary, "test_summary": tests,
+            "findings": findings(ordered, "fail"), "crashes": findings(ordered, "target-error"),
+            "declined": declined_reasons(ordered),
             "rules": {rule: {k: v for k, v in row.items() if k != "text"} | {"text": row["text"]}
                       for rule, row in matrix.items()},
             "target_errors": errors, "tests": ordered}
+
+
+_CALL = re.compile(r"^[^:]*: \w+\((.*)\)\s*$", re.DOTALL)
+
+
+def failing_input(entry: dict[str, Any]) -> str:
+    """The smallest input of a failed test: hypothesis' minimal example without the test's name
+    (so that tests given the same input agree), else the test's parameters, else its name."""
+    examples = sorted(entry.get("counterexamples") or [], key=len)
+    if examples:
+        match = _CALL.match(examples[0])
+        return " ".join((match.group(1) if match else examples[0]).split()).rstrip(",")
+    params = re.search(r"\[(.*)\]$", entry["test"])
+    return f"{entry['test'].split('::')[-1]}" if params is None else params.group(0)
+
+
+def findings(entries: list[dict[str, Any]], status: str) -> list[dict[str, Any]]:
+    """Each distinct failing input once, with every rule its tests charge it to (fail) or the
+    rules it blocks (target-error), its tests and the first message; smallest input first."""
+    out: dict[str, dict[str, Any]] = {}
+    for e in entries:
+        if e["status"] != status:
+            continue
+        key = failing_input(e)
+        item = out.setdefault(key, {"input": key, "rules": [], "tests": [],
+                                    "message": (e.get("message") or "").splitlines()[0:1]})
+        rules = e["rules"] if status == "fail" else e.get("blocked_rules", [])
+        item["rules"] = sorted(set(item["rules"]) | set(rules))
+        item["tests"].append(e["test"])
+    for item in out.values():
+        item["message"] = item["message"][0] if item["message"] else ""
+    return sorted(out.values(), key=lambda f: (len(f["input"]), f["input"]))
+
+
+def declined_reasons(entries: list[dict[str, Any]]) -> dict[str, str]:
+    """Each declined capability with the reason its first declined test gave."""
+    out: dict[str, str] = {}
+    for e in entries:
+        reason = e.get("reason", "")
+        for cap in e.get("declined", []) if e["status"] == "declined" else []:
+            out.setdefault(cap, reason.split(": ", 2)[-1] if reason else "")
+    return dict(sorted(out.items()))
 
 
 def stem_for(out_dir: Path, name: str) -> Path:
@@ -270,14 +314,39 @@ def detail(row: dict[str, Any], width: int) -> str:
 
 
 def terminal_lines(doc: dict[str, Any], matrix: dict[str, dict[str, Any]]) -> list[str]:
+    """The matrix, then the findings and crashes (the last lines a terminal shows)."""
     lines = []
     for rule, row in matrix.items():
         lines.append(f"{rule:<14} {row['status'].upper():<8} {len(row['tests']):>2} tests  "
                      f"{detail(row, 100)}")
     for err in doc["target_errors"]:
-        lines.append(f"{err['status'].upper()}: {err['test']}: "
-                     f"{(err['message'] or '').splitlines()[0][:150] if err['message'] else ''}")
+        if err["status"] == "error":
+            lines.append(f"SUITE ERROR: {err['test']}: {(err['message'] or '')[:150]}")
+    for kind, items in (("FINDING", doc["findings"]), ("CRASH", doc["crashes"])):
+        for f in items:
+            lines.append(f"{kind} {', '.join(f['rules']) or '-'}: {f['input'][:200]}")
+            lines.append(f"    {f['message'][:200]}")
     return lines
+
+
+def _findings_md(doc: dict[str, Any]) -> list[str]:
+    lines = [f"## Findings ({len(doc['findings'])}): each failing input once, smallest first",
+             ""]
+    for n, f in enumerate(doc["findings"], 1):
+        tests = ", ".join(t.split("::")[-1] for t in f["tests"])
+        lines += [f"{n}. **{', '.join(f['rules'])}** on `{f['input']}`",
+                  f"   {f['message']}", f"   ({len(f['tests'])} tests: {tests})"]
+    if not doc["findings"]:
+        lines.append("None: no rule failed.")
+    lines += ["", f"## Target errors ({len(doc['crashes'])}): the packer crashed on these inputs",
+              ""]
+    for n, f in enumerate(doc["crashes"], 1):
+        lines += [f"{n}. `{f['input']}`: {f['message']}",
+                  f"   (blocks {', '.join(f['rules']) or '-'}; {len(f['tests'])} tests)"]
+    if not doc["crashes"]:
+        lines.append("None.")
+    declined = "; ".join(f"{cap} ({why})" for cap, why in doc["declined"].items())
+    return [*lines, "", f"**Declined** (never drawn, never failed): {declined or 'nothing'}.", ""]
 
 
 def markdown(doc: dict[str, Any], matrix: dict[str, dict[str, Any]]) -> str:
@@ -290,6 +359,9 @@ def markdown(doc: dict[str, Any], matrix: dict[str, dict[str, Any]]) -> str:
         f"Rules: {doc['summary']}",
         "",
         f"Tests: {doc['test_summary']}",
+        "",
+        *_findings_md(doc),
+        "## Rule matrix",
         "",
         "| Rule | Result | Tests | Declined | Detail |",
         "|---|---|---|---|---|",

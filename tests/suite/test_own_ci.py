@@ -1,0 +1,63 @@
+"""The suite run as a trainer team runs it in its own CI: installed with pip (outside this
+checkout), its options from the pytest plugin, against an adapter that lives outside the
+repository (the worked example of conformance/README.md, copied out of the README)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = ("pyproject.toml", "README.md", "conformance", "reference", "spec")
+
+
+def readme_example() -> str:
+    """The first Python block of conformance/README.md: the worked example's module."""
+    text = (ROOT / "conformance" / "README.md").read_text()
+    block = re.search(r"```python\n(.*?)```", text, re.DOTALL)
+    assert block, "conformance/README.md has no python block"
+    return block.group(1)
+
+
+def test_worked_example_adapter_fits_forty_lines() -> None:
+    assert len(readme_example().splitlines()) <= 40
+
+
+def test_installed_suite_runs_an_outside_adapter(tmp_path: Path) -> None:
+    src, site, user = tmp_path / "src", tmp_path / "site", tmp_path / "user"
+    for name in SHIPPED:  # a fresh copy: no build output lands in the checkout
+        path = ROOT / name
+        if path.is_dir():
+            shutil.copytree(path, src / name,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            src.mkdir(exist_ok=True)
+            shutil.copy(path, src / name)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
+                    "--no-build-isolation", "--target", str(site), str(src)],
+                   check=True, capture_output=True, timeout=300)
+    (user / "mypkg").mkdir(parents=True)
+    (user / "mypkg" / "__init__.py").write_text("")
+    (user / "mypkg" / "thd.py").write_text(readme_example())
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(user)])}
+    where = subprocess.run(
+        [sys.executable, "-c", "import conformance; print(conformance.__file__)"],
+        cwd=user, env=env, capture_output=True, text=True, check=True)
+    assert Path(where.stdout.strip()).is_relative_to(site), where.stdout
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--pyargs", "conformance.test_invariants",
+         "-k", "test_alignment_and_smallest_total", "--target", "mypkg.thd:Target",
+         "--hypothesis-profile=ci", "-q", "-p", "no:cacheprovider"],
+        cwd=user, env=env, capture_output=True, text=True, timeout=600)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out  # the example's bug fails the run
+    doc = json.loads((user / "reports" / "conformance-mypacker.json").read_text())
+    assert doc["hypothesis_profile"] == "ci"
+    assert [f["rules"] for f in doc["findings"]] == [["R-TOTAL-4"]], doc["findings"]
+    assert "'cp_size'" in doc["findings"][0]["input"], doc["findings"]
+    assert "FINDING R-TOTAL-4" in out
