@@ -431,6 +431,68 @@ def check_labels(seqs: Sequence[np.ndarray], outputs: Sequence[Any], buffer: Buf
                              "this rank)", "R-CONSUMER-11")
 
 
+def check_ignored_labels(seqs: Sequence[np.ndarray], outputs: Sequence[Any], buffer: Buffer,
+                         ignore_index: Any = -100) -> None:
+    """R-CONSUMER-15: with need_roll under labels='ignore', every padding row and the slot
+    (i, L_i - 1) of every non-empty sequence hold ignore_index (R-LABEL-1)."""
+    tokens = _Tokens(seqs)
+    _segments_cover(tokens, buffer)
+    ignore = _row_bytes(np.full((1, *tokens.trail), ignore_index, dtype=tokens.dtype))[0]
+    lengths = np.asarray(tokens.lengths + [0], dtype=np.int64)
+    for rank, output in enumerate(outputs):
+        _check_row_type(output.rows, tokens, rank, "R-CONSUMER-15")
+        seg, off = buffer.slots[rank]
+        free = ~(off < lengths[np.minimum(seg, len(tokens.lengths))] - 1)
+        got = _row_bytes(output.rows)
+        bad = np.flatnonzero(free & ~np.all(got == ignore, axis=1))
+        if bad.size:
+            k = int(bad[0])
+            i, j = int(seg[k]), int(off[k])
+            what = "padding" if not _real(tokens, seg, off)[k] else "its last real token"
+            source = tokens.unique_source(got[k])
+            holds = (f"token {source[1]} of sequence {source[0]}" if source is not None
+                     else _show(output.rows[k]))
+            raise _violation(f"labels='ignore': rank {rank} row {k} (segment {i}, offset {j}, "
+                             f"{what}) holds {holds}, not ignore_index {ignore_index} "
+                             f"({bad.size} such rows on this rank)", "R-CONSUMER-15")
+
+
+def check_position_boundaries(seqs: Sequence[np.ndarray], outputs: Sequence[Any],
+                              buffer: Buffer) -> None:
+    """R-PID-2: the segments a consumer derives from the position ids alone (R-PID-1, over the
+    buffer order: every rank's rows at their consumer slots) start at every non-empty
+    sequence's first token and nowhere else inside its real tokens; position ids that are the
+    inputs' (without need_roll, or with it under labels='ignore')."""
+    tokens = _Tokens(seqs)
+    _segments_cover(tokens, buffer)
+    bounds = buffer.bounds
+    ids = np.zeros(int(bounds[-1]), dtype=np.int64)
+    for rank, output in enumerate(outputs):
+        pos = getattr(output, "pos", None)
+        if not isinstance(pos, np.ndarray) or pos.shape != (buffer.local_rows,) \
+                or pos.dtype.kind not in "iu":
+            raise TargetError(f"rank {rank}: position ids are {type(pos).__name__}"
+                              f"{list(getattr(pos, 'shape', []))}, not integers "
+                              f"[{buffer.local_rows}]")
+        seg, off = buffer.slots[rank]
+        ids[bounds[seg] + off] = pos.astype(np.int64)
+    starts = np.zeros(ids.size + 1, dtype=bool)
+    starts[reference.segments_from_position_ids(ids)] = True
+    for i, length in enumerate(tokens.lengths):
+        first = int(bounds[i])
+        if length and not starts[first]:
+            raise _violation(f"sequence {i} (length {length}) starts at buffer row {first}, "
+                             f"but its position id {int(ids[first])} follows the row before "
+                             f"(id {int(ids[first - 1])}): position ids glue that row to it",
+                             "R-PID-2")
+        inner = np.flatnonzero(starts[first + 1:first + length])
+        if inner.size:
+            row = first + 1 + int(inner[0])
+            raise _violation(f"sequence {i} (length {length}): position ids start a new segment "
+                             f"inside it at buffer row {row} (ids {ids[row - 1]}, {ids[row]})",
+                             "R-PID-2")
+
+
 def _is_pad(row: np.ndarray, pad: np.ndarray | None) -> bool:
     if pad is None:
         return False
@@ -440,10 +502,14 @@ def _is_pad(row: np.ndarray, pad: np.ndarray | None) -> bool:
 
 
 def check_no_leak(seqs: Sequence[np.ndarray], outputs: Sequence[Any], buffer: Buffer, *,
-                  need_roll: bool, pad_value: Any = 0) -> None:
+                  need_roll: bool, pad_value: Any = 0, labels: str = "roll",
+                  ignore_index: Any = -100) -> None:
     """R-CONSUMER-12: no padding row holds a token of another sequence (a leak). Decided for
-    tokens whose value is unique in the batch; a row equal to pad_value is never a leak."""
+    tokens whose value is unique in the batch; a row equal to the value padding holds is never
+    a leak: pad_value, or ignore_index for labels under labels='ignore' (R-CONSUMER-15)."""
     tokens = _Tokens(seqs)
+    if need_roll and labels == "ignore":
+        pad_value = ignore_index
     try:
         pad: np.ndarray | None = np.full(tokens.trail, pad_value, dtype=tokens.dtype)
     except (TypeError, ValueError, OverflowError):
@@ -492,17 +558,37 @@ def check_unpack(seqs: Sequence[np.ndarray], unpacked: Any) -> None:
 # ----------------------------------------------------------------------------------------------
 
 
+def segment_batch(seqs: Sequence[np.ndarray], zero_length: str = "keep") -> list[np.ndarray]:
+    """The sequences the segments stand for: the batch, or under a declared zero-length-omitted
+    convention its non-empty sequences in order (R-META-8, R-CONSUMER-14). A batch of empty
+    sequences alone keeps its first, which claims no row."""
+    if zero_length != "omit":
+        return list(seqs)
+    kept = [s for s in seqs if s.shape[0]]
+    return kept or list(seqs[:1])
+
+
 def check_pack(seqs: Sequence[np.ndarray], outputs: Sequence[Any], config: Mapping[str, Any],
-               *, need_roll: bool = False, pad_value: Any = 0) -> None:
+               *, need_roll: bool = False, pad_value: Any = 0,
+               zero_length: str = "keep") -> None:
     """Every pack rule of the contract, in the order a failure is best explained: the buffer,
-    the split, the real boundaries, then the rows."""
+    the split, the real boundaries, then the rows. The declared label convention (config
+    `labels`, `ignore_index`) and zero-length convention (`zero_length`) are read."""
+    labels = str(config.get("labels", "roll"))
+    ignore_index = config.get("ignore_index", -100)
+    segs = segment_batch(seqs, zero_length)  # R-CONSUMER-14
     buffer = check_buffer(outputs, config)
     check_tp_split(outputs, config)
     check_fp8_split(outputs, config)
-    check_real_meta([int(s.shape[0]) for s in seqs], outputs, buffer.bounds)
+    check_real_meta([int(s.shape[0]) for s in segs], outputs, buffer.bounds)
     if need_roll:
-        check_labels(seqs, outputs, buffer)
+        check_labels(segs, outputs, buffer)
+        if labels == "ignore":
+            check_ignored_labels(segs, outputs, buffer, ignore_index)
     else:
-        check_tokens(seqs, outputs, buffer)
-        check_positions(seqs, outputs, buffer)
-    check_no_leak(seqs, outputs, buffer, need_roll=need_roll, pad_value=pad_value)
+        check_tokens(segs, outputs, buffer)
+        check_positions(segs, outputs, buffer)
+    if not need_roll or labels == "ignore":
+        check_position_boundaries(segs, outputs, buffer)
+    check_no_leak(segs, outputs, buffer, need_roll=need_roll, pad_value=pad_value,
+                  labels=labels, ignore_index=ignore_index)

@@ -67,6 +67,14 @@ FEATURES: dict[str, str] = {
     "large_totals": "totals of 2**25 rows take seconds (not a packer that walks row by row)",
     "forged_plan_checks": "unpack rejects a plan whose fields contradict each other (R-ERR-11, "
     "a MAY)",
+    "seq_align_none": "config seq_align='none': no per-sequence alignment, contiguous layout or "
+    "cp = 1 only (R-ALIGN-6)",
+    "tail_tokens": "config tail='tokens': each padding row of T - S a one-row segment with "
+    "position id 0 (R-TAIL-3, R-TAIL-4)",
+    "fixed_total": "config fixed_total=N: every pack exactly N rows, more a ValueError "
+    "(R-TOTAL-7, R-ERR-15)",
+    "labels_ignore": "config labels='ignore' with ignore_index: need_roll's labels line up with "
+    "the inputs, ignore_index at each last token and on padding (R-LABEL-1, R-CONSUMER-15)",
 }
 BASE_FEATURES: dict[str, str] = {
     "tensor_parallel": "tp_size > 1 (tp in the alignment, sequence parallelism)",
@@ -76,6 +84,8 @@ BASE_FEATURES: dict[str, str] = {
     "trailing_dims": "sequences with trailing dimensions [L_i, *trail] (R-IN-1)",
     "tail_last": "config tail='last' (the default): the total padding onto the last sequence",
     "seq_align_tp_cp": "config seq_align='tp_cp' (the default): sequences aligned to tp * cp * f",
+    "labels_roll": "config labels='roll' (the default): need_roll's labels rolled in the pack, "
+    "position ids following the label's source (spec section 8)",
 }
 # Validation a packer may leave to its callers; each is checked (R-ERR-*) unless declared in
 # `validated_elsewhere`, under the capability name `<key>_checks`.
@@ -104,16 +114,24 @@ METHODS: dict[str, str] = {
 # target needs for it (None: every target). A fixed `convention` makes its value the only one.
 CONVENTION_DEFAULTS: dict[str, Any] = {
     "tail": "last", "seq_align": "tp_cp", "max_num_seqs": None, "max_seqlen": "exact",
+    "labels": "roll",
 }
 CONVENTION_VALUES: dict[str, dict[Any, str | None]] = {
-    "tail": {"last": "tail_last", "segment": "tail_segment"},
-    "seq_align": {"tp_cp": "seq_align_tp_cp", "cp": "seq_align_cp"},
+    "tail": {"last": "tail_last", "segment": "tail_segment", "tokens": "tail_tokens"},
+    "seq_align": {"tp_cp": "seq_align_tp_cp", "cp": "seq_align_cp", "none": "seq_align_none"},
     "max_seqlen": {"exact": None, "total": "static_metadata"},
+    "labels": {"roll": "labels_roll", "ignore": "labels_ignore"},
 }
+# The fields a `convention` may fix (the others are drawn per case), and the declared
+# zero-length convention (spec R-META-8: "keep", the default, or "omit"), which is no config
+# field: the contract reads it (R-CONSUMER-14).
+FIXED_FIELDS = ("tail", "seq_align", "labels")
+ZERO_LENGTH = ("keep", "omit")
 FP8_RECIPES = ("tensor", "mxfp8", "block", "nvfp4")
 # The features of the non-default conventions (a Megatron view keeps the defaults).
 CONVENTION_CAPABILITIES = frozenset({"tail_segment", "seq_align_cp", "fp8_recipes",
-                                     "static_metadata"})
+                                     "static_metadata", "seq_align_none", "tail_tokens",
+                                     "fixed_total", "labels_ignore"})
 # Every name the suite's internal view may hold.
 CAPABILITIES = frozenset(FEATURES) | frozenset(BASE_FEATURES) | frozenset(METHODS) | frozenset(
     f"{key}_checks" for key in VALIDATION)
@@ -146,11 +164,20 @@ def problems(target: Any) -> list[str]:
         if unknown:
             out.append(f"unknown {attr} {sorted(unknown)} (known: {sorted(known)})")
     for key, value in decl.convention.items():
-        if key not in ("tail", "seq_align") or value not in CONVENTION_VALUES[key]:
-            out.append(f"convention {key}={value!r}: a fixed convention names tail "
-                       f"{list(CONVENTION_VALUES['tail'])} or seq_align "
-                       f"{list(CONVENTION_VALUES['seq_align'])}")
+        if key == "zero_length" and value in ZERO_LENGTH:
+            continue
+        if key not in FIXED_FIELDS or value not in CONVENTION_VALUES[key]:
+            allowed = "; ".join(f"{name} {list(CONVENTION_VALUES[name])}"
+                                for name in FIXED_FIELDS)
+            out.append(f"convention {key}={value!r}: a fixed convention names {allowed}; "
+                       f"zero_length {list(ZERO_LENGTH)}")
     return out
+
+
+def zero_length_of(target: Any) -> str:
+    """The declared zero-length convention: "omit" where the target's metadata leaves
+    zero-length sequences out (spec R-META-8), else "keep"."""
+    return str(declared_of(target).convention.get("zero_length", "keep"))
 
 
 def has_method(target: Any, cap: str) -> bool:
@@ -167,6 +194,8 @@ def capabilities(target: Any) -> frozenset[str]:
     caps |= {f"{key}_checks" for key in VALIDATION if key not in decl.validated_elsewhere}
     caps |= {cap for cap in METHODS if has_method(target, cap)}
     for key, value in decl.convention.items():
+        if key not in CONVENTION_VALUES:  # zero_length: read by the contract alone
+            continue
         for other, cap in CONVENTION_VALUES[key].items():
             if cap is not None:
                 (caps.add if other == value else caps.discard)(cap)

@@ -1,6 +1,7 @@
 """The spec's alignment and total requirements as plain formulas, per convention.
 
-Written from the spec's text (sections 2 and 3, spec 1.1's R-ALIGN-5, R-FP8-1, R-TAIL-1), not
+Written from the spec's text (sections 2 and 3, spec 1.1's R-ALIGN-5, R-FP8-1, R-TAIL-1, spec
+1.2's R-ALIGN-6, R-TAIL-3, R-TOTAL-7), not
 from `reference/`, so that the oracle-free tests (test_invariants.py, test_minimal_total.py)
 judge the reference too. Configs are the suite's keyword dicts, valid ones only; absent fields
 are the spec's defaults.
@@ -32,9 +33,13 @@ def base_align(config: Mapping[str, Any]) -> int:
 
 
 def sequence_base(config: Mapping[str, Any]) -> int:
-    """R-ALIGN-5: As = A0 under seq_align='tp_cp', cp * f under 'cp'."""
+    """R-ALIGN-5: As = A0 under seq_align='tp_cp', cp * f under 'cp'; R-ALIGN-6: 1 under
+    'none'."""
     _, cp, f = _sizes(config)
-    return base_align(config) if config.get("seq_align", "tp_cp") == "tp_cp" else cp * f
+    seq_align = config.get("seq_align", "tp_cp")
+    if seq_align == "none":
+        return 1
+    return base_align(config) if seq_align == "tp_cp" else cp * f
 
 
 def fp8_quantum(config: Mapping[str, Any]) -> int | None:
@@ -71,7 +76,8 @@ def total_divisors(config: Mapping[str, Any]) -> list[tuple[str, int]]:
     (sequence parallelism on every rank's rows, R-TOTAL-2), the bucket (R-TOTAL-2), F (R-TOTAL-1,
     R-FP8-1)."""
     tp, cp, _ = _sizes(config)
-    tail_rule = "R-TAIL-1" if config.get("tail", "last") == "segment" else "R-TOTAL-5"
+    tail_rule = {"segment": "R-TAIL-1", "tokens": "R-TAIL-3"}.get(config.get("tail", "last"),
+                                                                   "R-TOTAL-5")
     out = [(tail_rule, sequence_align(config)), ("R-TOTAL-2", tp * cp)]
     if config.get("bucket") is not None:
         out.append(("R-TOTAL-2", int(config["bucket"])))
@@ -101,3 +107,11 @@ def lower_bound(lengths: Sequence[int], config: Mapping[str, Any]) -> int:
     s = padded_sum(lengths, config)
     mlr = config.get("min_local_rows")
     return max(s, int(config.get("cp_size", 1)) * int(mlr)) if mlr is not None else s
+
+
+def expected_total(lengths: Sequence[int], config: Mapping[str, Any]) -> int:
+    """T: the smallest multiple of M at least N (R-TOTAL-4), or fixed_total (R-TOTAL-7)."""
+    fixed = config.get("fixed_total")
+    if fixed is not None:
+        return int(fixed)
+    return ceil_to(lower_bound(lengths, config), total_modulus(config))

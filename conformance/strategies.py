@@ -140,13 +140,14 @@ def fp8_strategy(caps: frozenset[str] | None) -> st.SearchStrategy[Any]:
 def conventions(draw: st.DrawFn, *, caps: frozenset[str] | None = None,
                 tail: st.SearchStrategy[str] | None = None,
                 seq_align: st.SearchStrategy[str] | None = None,
-                static: bool | None = None) -> dict[str, Any]:
-    """The convention fields (spec 1.1) among the values the target supports. A field whose only
-    supported value is the spec default is left out (a target of spec 1.0 sees the config it
-    always saw); one the target packs in a fixed non-default way is always named."""
+                static: bool | None = None,
+                labels: st.SearchStrategy[str] | None = None) -> dict[str, Any]:
+    """The convention fields (spec 1.1, 1.2) among the values the target supports. A field whose
+    only supported value is the spec default is left out (a target of spec 1.0 sees the config
+    it always saw); one the target packs in a fixed non-default way is always named."""
     has = (lambda cap: True) if caps is None else caps.__contains__
     out: dict[str, Any] = {}
-    for key, given in (("tail", tail), ("seq_align", seq_align)):
+    for key, given in (("tail", tail), ("seq_align", seq_align), ("labels", labels)):
         values = _supported(CONVENTION_VALUES[key], has)
         if values == [CONVENTION_DEFAULTS[key]] or not values:
             continue
@@ -175,6 +176,7 @@ def configs(
     tail: st.SearchStrategy[str] | None = None,
     seq_align: st.SearchStrategy[str] | None = None,
     static: bool | None = None,
+    labels: st.SearchStrategy[str] | None = None,
 ) -> dict[str, Any]:
     """PackConfig keyword arguments.
 
@@ -205,13 +207,45 @@ def configs(
             min_local_rows if min_local_rows is not None else min_local_rows_values
         ) if has("min_local_rows") else None,
     }
-    out.update(draw(conventions(caps=caps, tail=tail, seq_align=seq_align, static=static)))
+    out.update(draw(conventions(caps=caps, tail=tail, seq_align=seq_align, static=static,
+                                labels=labels)))
+    _fit_1_2(out, static, contiguous_cp)
+    if out.get("labels") == "ignore":  # every dtype holds 0; pack_cases draws per dtype
+        out["ignore_index"] = 0
     # Keep the packed buffer small enough for the literal reference: a bucket coprime to the
     # FP8 total alignment can make the modulus millions of rows (still checked, without data,
     # by the plan-only test). Dropping the bucket keeps the rest of the draw.
     if out["bucket"] is not None and total_modulus(out) > MAX_MODULUS:
         out["bucket"] = None
     return out
+
+
+def _fit_1_2(config: dict[str, Any], static: bool | None, contiguous: bool) -> None:
+    """Keep a drawn config valid under spec 1.2's exclusions (R-ERR-14): seq_align='none' and
+    tail='tokens' only on the contiguous layout or cp = 1 (contiguous where the draw allows it,
+    else cp = 1); tail='tokens' without max_num_seqs (a static draw keeps max_num_seqs and
+    falls back to tail='segment' or 'last' where the config may name them)."""
+    narrow = config.get("seq_align") == "none" or config.get("tail") == "tokens"
+    if narrow and config["cp_layout"] == "zigzag" and config["cp_size"] > 1:
+        if contiguous:
+            config["cp_layout"] = "contiguous"
+        else:
+            config["cp_size"] = 1
+    if config.get("tail") == "tokens" and config.get("max_num_seqs") is not None:
+        if static:
+            config["tail"] = "segment" if "segment" in CONVENTION_VALUES["tail"] else "last"
+        else:
+            config["max_num_seqs"] = None
+
+
+def fit_fixed_total(config: dict[str, Any], lengths: Any, slack: int) -> dict[str, Any]:
+    """The config with fixed_total (capability `fixed_total`, never with a bucket) set to the
+    smallest total the batch fits plus `slack` steps of M (R-TOTAL-7)."""
+    if config.get("bucket") is not None:
+        return config
+    modulus = req.total_modulus(config)
+    fixed = req.ceil_to(req.lower_bound(lengths, config), modulus) + slack * modulus
+    return {**config, "fixed_total": max(fixed, modulus)}
 
 
 def _draw_fp8(draw: st.DrawFn, given: st.SearchStrategy[Any] | None,
@@ -382,6 +416,17 @@ def pad_values(dtype: str) -> st.SearchStrategy[bool | int | float]:
     return st.one_of(st.sampled_from(specials), st.integers(-1000, 1000))
 
 
+def ignore_indices(dtype: str) -> st.SearchStrategy[int]:
+    """ignore_index values `dtype` represents (R-LABEL-2): -100 (PyTorch's) where it can."""
+    dt = np.dtype(dtype)
+    if dt.kind == "b":
+        return st.sampled_from([0, 1])
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        return st.sampled_from([v for v in (-100, -1, 0, int(info.max)) if info.min <= v])
+    return st.sampled_from([-100, -1, 0])
+
+
 @st.composite
 def pack_cases(draw: st.DrawFn, *, caps: frozenset[str], need_roll: bool | None = None,
                config: st.SearchStrategy[dict[str, Any]] | None = None,
@@ -393,6 +438,10 @@ def pack_cases(draw: st.DrawFn, *, caps: frozenset[str], need_roll: bool | None 
     b = draw(batch if batch is not None else batches(caps=caps))
     if cfg.get("max_num_seqs") is not None:
         cfg = fit_static(cfg, len(b.lengths), draw(st.sampled_from([0, 0, 1, 2, 5])))
+    if "fixed_total" in caps and draw(st.integers(0, 3)) == 0:
+        cfg = fit_fixed_total(cfg, b.lengths, draw(st.sampled_from([0, 0, 1, 3])))
+    if cfg.get("labels") == "ignore":  # R-LABEL-2: an ignore_index the batch's dtype holds
+        cfg = {**cfg, "ignore_index": draw(ignore_indices(b.dtype))}
     if need_roll is None:
         roll = draw(st.booleans()) if "need_roll" in caps else False
     else:

@@ -15,9 +15,11 @@ from typing import Any
 import numpy as np
 import pytest
 from hypothesis import example, given, reject
+from hypothesis import strategies as st
 
 from . import contract
 from . import harness as h
+from .protocol import zero_length_of
 from .strategies import Batch, PackCase, batches, configs, fp8_strategy, pack_cases
 
 CAPS = h.caps()
@@ -35,9 +37,13 @@ def _zz(**config: Any) -> dict[str, Any]:
 
 
 def _run(case: PackCase) -> tuple[list[np.ndarray], list[h.RankResult]]:
+    """The batch's sequences as the target's segments stand for them (all of them, or the
+    non-empty ones where the target declares the convention zero_length="omit",
+    R-CONSUMER-14), and every rank's output."""
     h.assume_declared(case)  # a pinned example may use a feature the target declines
     seqs = case.batch.arrays()
-    return seqs, h.run_target(case, seqs)
+    got = h.run_target(case, seqs)
+    return contract.segment_batch(seqs, zero_length_of(h.target())), got
 
 
 def _buffer(got: list[h.RankResult], case: PackCase) -> contract.Buffer:
@@ -132,7 +138,7 @@ def test_contract_max_seqlen(case: PackCase) -> None:
     contract.check_max_seqlen(got, contract.padded_bounds(got))
 
 
-@pytest.mark.rules("R-CONSUMER-6", "R-CONSUMER-7")
+@pytest.mark.rules("R-CONSUMER-6", "R-CONSUMER-7", "R-CONSUMER-14")
 @h.prop_settings()
 @example(E1_BUCKET)
 @example(TRAILING_EMPTY)
@@ -173,7 +179,40 @@ def test_contract_no_leak(case: PackCase) -> None:
     """No padding row holds another sequence's token (reported as a leak with its severity)."""
     seqs, got = _run(case)
     contract.check_no_leak(seqs, got, _buffer(got, case),
-                           need_roll=case.need_roll, pad_value=case.pad_value)
+                           need_roll=case.need_roll, pad_value=case.pad_value,
+                           labels=case.config.get("labels", "roll"),
+                           ignore_index=case.config.get("ignore_index", -100))
+
+
+# Spec 1.2: labels beside the inputs; TRL's labels with zero-length and one-token sequences.
+IGNORE_LABELS = PackCase(_zz(tp_size=2, labels="ignore"), Batch((3, 0, 1, 2)), need_roll=True)
+# Ring attention's pack: no per-sequence alignment, the padding after the last sequence.
+RING = PackCase(_zz(cp_size=2, cp_layout="contiguous", seq_align="none"), Batch((1, 1)))
+
+
+@pytest.mark.rules("R-CONSUMER-15")
+@h.needs("need_roll", "labels_ignore")
+@h.prop_settings(0.5)
+@example(IGNORE_LABELS)
+@given(pack_cases(caps=CAPS, need_roll=True, batch=_SMALL,
+                  config=configs(caps=CAPS, labels=st.just("ignore"))))
+def test_contract_ignored_labels(case: PackCase) -> None:
+    """labels='ignore': every padding row and each sequence's last token hold ignore_index."""
+    seqs, got = _run(case)
+    contract.check_ignored_labels(seqs, got, _buffer(got, case),
+                                  case.config.get("ignore_index", -100))
+
+
+@pytest.mark.rules("R-PID-2")
+@h.prop_settings(0.5)
+@example(RING)
+@example(TRAILING_EMPTY)
+@given(_cases(False))
+def test_contract_position_boundaries(case: PackCase) -> None:
+    """Segments derived from position ids alone start at every non-empty sequence's first
+    token and nowhere inside its tokens (transformers' padding-free rule, R-PID-1)."""
+    seqs, got = _run(case)
+    contract.check_position_boundaries(seqs, got, _buffer(got, case))
 
 
 @pytest.mark.rules("R-CONSUMER-13")
@@ -184,6 +223,21 @@ def test_contract_no_leak(case: PackCase) -> None:
 @given(_cases(False))
 def test_contract_unpack(case: PackCase) -> None:
     """The target's unpack of its own pack, with its own metadata, returns the batch."""
-    seqs, got = _run(case)
+    _, got = _run(case)
+    seqs = case.batch.arrays()  # all B sequences, whatever the metadata keeps (R-CONSUMER-14)
     unpacked = h.target().unpack([g.rows for g in got], got[0].meta, dict(case.config))
     contract.check_unpack(seqs, unpacked)
+
+
+@pytest.mark.rules("R-POS-4")
+@h.prop_settings(0.5)
+@given(_cases(None))
+def test_position_ids_never_negative(case: PackCase) -> None:
+    """No position id is negative, specified or not, with or without need_roll (a -1 before a
+    sequence would glue a row to it for a position-id consumer, R-PID-2)."""
+    _, got = _run(case)
+    for rank, result in enumerate(got):
+        pos = np.asarray(result.pos)
+        if pos.size and pos.dtype.kind in "iu" and int(pos.min()) < 0:
+            k = int(np.argmin(pos))
+            raise h.RuleViolation(f"rank {rank} row {k}: position id {int(pos[k])}", {"R-POS-4"})

@@ -107,7 +107,8 @@ def test_every_token_exactly_once(case: tuple[tuple[int, ...], dict[str, Any]]) 
 @given(cases)
 def test_alignment_and_smallest_total(case: tuple[tuple[int, ...], dict[str, Any]]) -> None:
     """Every P_i a multiple of A and at least L_i; the surplus T - S on the last sequence
-    (tail='last') or in its own segment B (tail='segment'), entries past the real content
+    (tail='last'), in its own segment B (tail='segment') or one segment per row ('tokens'),
+    entries past the real content
     zero-length (max_num_seqs); the total a multiple of M, at least N and the smallest such;
     local rows split by tp. The formulas are the spec's (requirements.py), per convention."""
     lens, config = case
@@ -124,12 +125,15 @@ def test_alignment_and_smallest_total(case: tuple[tuple[int, ...], dict[str, Any
             raise h.RuleViolation(message, set(rules))
 
     b = len(lens)
-    segment = config.get("tail", "last") == "segment"
+    tokens = config.get("tail", "last") == "tokens"  # R-TAIL-3: T - S one-row segments
+    segment = config.get("tail", "last") == "segment" or tokens
     s = req.padded_sum(lens, config)
     mns = config.get("max_num_seqs")
-    k = mns if mns is not None else b + (1 if segment and total > s else 0)
+    k = mns if mns is not None else b + (
+        total - s if tokens else 1 if segment and total > s else 0)
     # The number of entries first: a plan with B + 1 segments is a verdict, not a crash.
-    count_rules = (("R-STATIC-1",) if mns is not None else ("R-TAIL-1",) if segment else ())
+    count_rules = (("R-STATIC-1",) if mns is not None else ("R-TAIL-3",) if tokens
+                   else ("R-TAIL-1",) if segment else ())
     check(padded.shape == (k,), f"seqlens_padded has {padded.shape[0] if padded.ndim else 0} "
           f"entries for B = {b}, spec K = {k}: {padded.tolist()}", *(count_rules or ("R-META-1",)))
     check(cu.shape == (k + 1,), f"cu_seqlens_padded has {cu.shape[0] if cu.ndim else 0} "
@@ -147,10 +151,13 @@ def test_alignment_and_smallest_total(case: tuple[tuple[int, ...], dict[str, Any
         if i != last:
             check(p == req.ceil_to(n, a), f"P_{i} = {p}, ceil_to(L_{i}, A) = "
                   f"{req.ceil_to(n, a)}", "R-ALIGN-3", "R-TAIL-1" if segment else "R-TOTAL-5")
-    if segment and k > b:
+    if tokens:
+        check(bool((padded[b:] == 1).all()), f"padding segments {padded[b:].tolist()[:8]} are "
+              "not one row each", "R-TAIL-3")
+    elif segment and k > b:
         check(int(padded[b]) == total - s, f"padding segment P_{b} = {int(padded[b])}, spec "
               f"T - S = {total} - {s}", "R-TAIL-1")
-    rest = padded[b + 1:] if segment else padded[b:]
+    rest = padded[k:] if tokens else padded[b + 1:] if segment else padded[b:]
     check(not rest.any(), f"entries past the real content are not zero-length: "
           f"{padded.tolist()}", "R-STATIC-1")
     check(bool(cu[0] == 0 and np.array_equal(np.diff(cu), padded) and cu[-1] == total),

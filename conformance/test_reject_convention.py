@@ -25,6 +25,9 @@ BAD_CONVENTIONS: dict[str, tuple[str, list[Any]]] = {
     "max_num_seqs": ("static_metadata", [True, False, 1.5, 4.0, "4", [4], 0, -1,
                                           np.int64(0), np.int64(4), np.int32(3)]),
     "fp8": ("fp8_recipes", ["MXFP8", "fp8", "", "tensor ", "e4m3", "delayed", b"block"]),
+    "labels": ("labels_ignore", [None, 1, True, "Ignore", "shift", ""]),
+    "ignore_index": ("labels_ignore", [True, -100.0, "-100", None]),
+    "fixed_total": ("fixed_total", [True, 16.0, "16", 0, -16, 2**31, 7]),
 }
 
 
@@ -115,3 +118,15 @@ def test_reject_max_num_seqs_above_int32(value: int) -> None:
     h.require_rows(value, f"max_num_seqs={value}")
     compare_pack([np.arange(5), np.arange(3)], {**BASE_CONFIG, "max_num_seqs": value},
                  rules={"R-ERR-12"}, field="max_num_seqs")
+
+
+@h.needs("config_checks", "need_roll", "labels_ignore")
+@pytest.mark.rules("R-ERR-16", "R-LABEL-2")
+@pytest.mark.parametrize(("dtype", "ignore"), [("uint8", -100), ("bool", -100), ("int8", 300),
+                                               ("uint8", 255), ("bool", 1)])
+def test_reject_ignore_index_outside_the_dtype(dtype: str, ignore: int) -> None:
+    """need_roll under labels='ignore': an ignore_index the batch's dtype cannot hold is a
+    ValueError naming ignore_index, before any data is read; one it holds packs as the spec."""
+    seqs = [np.arange(5).astype(dtype), np.arange(3).astype(dtype)]
+    compare_pack(seqs, {**BASE_CONFIG, "labels": "ignore", "ignore_index": ignore},
+                 need_roll=True, rules={"R-ERR-16"}, field="ignore_index")

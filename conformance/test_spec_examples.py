@@ -11,6 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from reference import segments_from_position_ids
+
 from . import harness as h
 from .rules import spec_examples
 
@@ -27,11 +29,12 @@ def _canonical(seqlens: list[int]) -> list[np.ndarray]:
 # R-IN-3: the 1.1.0 fields' defaults. An example that spells one out means what leaving it out
 # means, so it is left out for the target: a 1.0 target need not know the field's name.
 DEFAULTS_1_1: dict[str, Any] = {"tail": "last", "seq_align": "tp_cp", "max_num_seqs": None,
-                                "max_seqlen": "exact"}
+                                "max_seqlen": "exact", "fixed_total": None, "labels": "roll",
+                                "ignore_index": -100}
 
 
 # The rejections of PackConfig fields, which only a target that validates its config makes.
-CONFIG_CHECK_RULES = {"R-ERR-1", "R-ERR-2", "R-ERR-3", "R-ERR-4", "R-ERR-12"}
+CONFIG_CHECK_RULES = {"R-ERR-1", "R-ERR-2", "R-ERR-3", "R-ERR-4", "R-ERR-12", "R-ERR-14"}
 
 
 def _without_defaults(config: dict[str, Any]) -> dict[str, Any]:
@@ -69,6 +72,7 @@ def test_spec_example(example: dict[str, Any]) -> None:
         with pytest.raises(ERRORS[example["error"]]):
             h.target().pack(seqs, dict(config), 0, pad_value=pad_value)
         return
+    ids = []
     for rank in range(cp):
         what = f"{example['name']}: pack(rank {rank})"
         rows, pos, meta = h.readable_output(h.call_target(
@@ -92,3 +96,9 @@ def test_spec_example(example: dict[str, Any]) -> None:
                     f"{example['name']} rank {rank} {field}[{k}] = {g}, spec {w} "
                     f"(all: {got_l})"
                 )
+        ids.append(np.asarray(pos))
+    if "derived_cu_seqlens" in example:  # R-PID-1 over the ranks in buffer order
+        derived = segments_from_position_ids(np.concatenate(ids)).tolist()
+        assert derived == example["derived_cu_seqlens"], (
+            f"{example['name']}: position ids derive {derived}, spec "
+            f"{example['derived_cu_seqlens']}")

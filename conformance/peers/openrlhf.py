@@ -110,7 +110,9 @@ class OpenRLHFTarget:
     # (pad_id=0) or labels beside the rows. The glue builds the padded [B, S] batch, the ring
     # size and rank come from torch.distributed, the shards from an all_gather. max_rows: the
     # glue builds every row it is asked for, and a 2**31-row bucket would fill the memory.
+    # Spec 1.2: ring attention slices the pack and aligns no sequence (R-ALIGN-6).
     declared = Declared(lacks=frozenset({"tensor_parallel", "zigzag", "trailing_dims"}),
+                        convention={"seq_align": "none"},
                         validated_elsewhere=frozenset({"config", "parallel_state", "batch",
                                                        "unpack"}),
                         max_rows=1 << 20)
@@ -138,8 +140,8 @@ class OpenRLHFTarget:
         for key in ("fp8", "bucket", "min_local_rows"):
             if config.get(key) not in (None, False):
                 raise NotImplementedError(f"{key}: OpenRLHF's packing has none")
-        for key, default in (("tail", "last"), ("seq_align", "tp_cp"), ("max_num_seqs", None),
-                             ("max_seqlen", "exact")):
+        for key, default in (("tail", "last"), ("seq_align", "none"), ("max_num_seqs", None),
+                             ("max_seqlen", "exact"), ("fixed_total", None)):
             if config.get(key, default) != default:
                 raise NotImplementedError(f"{key}={config[key]!r}: not OpenRLHF's packing")
         if config.get("tp_size", 1) != 1:

@@ -149,8 +149,9 @@ class VerlFsdpTarget:
         except (RuntimeError, LookupError):
             self.unpack = None  # type: ignore[method-assign,assignment]  # no such method here
         # Spec 1.1: pad_packed_inputs appends the total padding as its own segment whose
-        # position ids restart at 0 (R-TAIL-1, R-TAIL-2). No tensor parallelism (FSDP), and CP
-        # is Ulysses SP: contiguous slices. No FP8, minimum rows or labels in the rows (the
+        # position ids restart at 0 (R-TAIL-1, R-TAIL-2); spec 1.2: no sequence is aligned,
+        # Ulysses slices the pack (seq_align='none', R-ALIGN-6). No tensor parallelism (FSDP),
+        # and CP is Ulysses SP: contiguous slices. No FP8, minimum rows or labels in the rows (the
         # engine rolls them in a separate tensor); segments are derived from position ids, so
         # a zero-length sequence cannot show, and rows are (1, total) ids: no trailing dims.
         # The SP size and rank come from torch.distributed, the batch is a nested tensor, the
@@ -158,7 +159,7 @@ class VerlFsdpTarget:
         self.declared = Declared(
             features=frozenset(features),
             lacks=frozenset({"tensor_parallel", "zigzag", "zero_length", "trailing_dims"}),
-            convention={"tail": "segment"},
+            convention={"tail": "segment", "seq_align": "none"},
             validated_elsewhere=frozenset({"config", "parallel_state", "batch", "unpack"}),
             max_rows=1 << 20)
         self.description = (
@@ -181,8 +182,8 @@ class VerlFsdpTarget:
         if tail != "segment":
             raise NotImplementedError("pad_packed_inputs appends the padding as its own segment "
                                       "(tail='segment' only)")
-        for key, default in (("seq_align", "tp_cp"), ("max_num_seqs", None),
-                             ("max_seqlen", "exact")):
+        for key, default in (("seq_align", "none"), ("max_num_seqs", None),
+                             ("max_seqlen", "exact"), ("fixed_total", None)):
             if config.get(key, default) != default:
                 raise NotImplementedError(f"{key}={config[key]!r}: not verl's FSDP packing")
         if cfg["fp8"]:

@@ -117,7 +117,8 @@ class ImplTarget:
     declared = Declared(features=frozenset(
         {"bucket", "fp8", "fp8_recipes", "min_local_rows", "need_roll", "pad_value",
          "static_metadata", "tail_segment", "seq_align_cp", "large_totals",
-         "forged_plan_checks"}))
+         "forged_plan_checks", "seq_align_none", "tail_tokens", "fixed_total",
+         "labels_ignore"}))
     # impl.pack_thd also takes a jagged nested tensor (with or without gaps between the
     # sequences in its values buffer) and a flat values tensor with lengths= (R-IN-1).
     # And a padded [B, S, *trail] tensor with a bool mask= (impl/masked.py): one run per row

@@ -33,7 +33,8 @@ class ReferenceTarget:
     description = "reference/ (literal NumPy), self-check"
     declared = Declared(features=frozenset(
         {"bucket", "fp8", "fp8_recipes", "min_local_rows", "need_roll", "pad_value",
-         "static_metadata", "tail_segment", "seq_align_cp"}))
+         "static_metadata", "tail_segment", "seq_align_cp", "seq_align_none", "tail_tokens",
+         "fixed_total", "labels_ignore"}))
 
     def pack(
         self, seqs: Any, config: Config, cp_rank: Any, *, need_roll: Any = False,

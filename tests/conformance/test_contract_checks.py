@@ -456,3 +456,63 @@ def test_padding_segment_not_divisible_by_2cp() -> None:
                c.RankOutput(np.array([1001, 1002, 0]), np.array([1, 2, 1]), meta)]
     fails("R-CONSUMER-2", "segment 1 of cu_seqlens_padded has 2 rows, not divisible by "
           r"2 \* cp_size = 4", seqs, outputs, {"cp_size": 2})
+
+
+# ----------------------------------------------------------------------------------------------
+# Spec 1.2: position-id boundaries (R-PID-2), labels beside the inputs (R-CONSUMER-15), the
+# zero-length-omitted convention (R-CONSUMER-14)
+
+
+def test_ring_pack_without_sequence_alignment_passes() -> None:
+    """seq_align='none' under ring attention: cp 2 contiguous, [1, 1] as [0, 1, 2]."""
+    seqs = canonical([1, 1])
+    c.check_pack(seqs, build(seqs, [1, 1], 2, "contiguous"),
+                 {"cp_size": 2, "cp_layout": "contiguous"})
+
+
+def test_padding_id_minus_one_glues_padding_to_the_next_sequence() -> None:
+    """R-PID-2: [2, 3] as [3, 3] with the padding row of segment 0 at position id -1: derived
+    from position ids, sequence 1 starts one row early and attends to that row."""
+    seqs = canonical([2, 3])
+    outputs = build(seqs, [3, 3])
+    ids = outputs[0].pos.copy()
+    ids[2] = -1
+    fails("R-PID-2", "sequence 1 .* starts at buffer row 3, but its position id 0 follows",
+          seqs, [outputs[0]._replace(pos=ids)], {})
+
+
+def test_position_ids_restarting_inside_a_sequence_fail_pid_not_before() -> None:
+    """R-PID-2 holds where R-CONSUMER-10 does: a restart inside a sequence is R-CONSUMER-10
+    first (the real offset is wrong), checked alone it is R-PID-2."""
+    seqs = canonical([4])
+    outputs = build(seqs, [4])
+    ids = np.array([0, 1, 0, 1])
+    with pytest.raises(RuleViolation, match="inside it at buffer row 2") as info:
+        c.check_position_boundaries(seqs, [outputs[0]._replace(pos=ids)],
+                                    c.check_buffer(outputs, {}))
+    assert info.value.rules == {"R-PID-2"}
+
+
+def test_ignored_labels_pass_and_a_pad_value_label_fails() -> None:
+    """R-CONSUMER-15: labels='ignore' wants ignore_index on padding and on each last token;
+    the roll's pad_value there (0) is a violation, and -100 is no leak (R-CONSUMER-12)."""
+    seqs = canonical([3, 2])
+    config = {"labels": "ignore", "tp_size": 2}
+    good = build(seqs, [4, 2], pad=-100, roll=True)
+    c.check_pack(seqs, good, config, need_roll=True)
+    bad = build(seqs, [4, 2], pad=0, roll=True)
+    fails("R-CONSUMER-15", r"row 2 \(segment 0, offset 2, its last real token\) holds 0",
+          seqs, bad, config, need_roll=True)
+    c.check_pack(seqs, bad, {"tp_size": 2}, need_roll=True)  # labels='roll': free there
+
+
+def test_omitted_zero_length_sequences_pass_only_when_declared() -> None:
+    """R-CONSUMER-14: [2, 0, 3] with the empty sequence left out of the metadata (transformers'
+    DataCollatorWithFlattening) passes under zero_length='omit' and fails R-CONSUMER-7 when the
+    target keeps them (segment 1 would be sequence 1's)."""
+    seqs = canonical([2, 0, 3])
+    outputs = build([seqs[0], seqs[2]], [2, 3], cu_seqlens=np.array([0, 2, 5], np.int32))
+    c.check_pack(seqs, outputs, {}, zero_length="omit")
+    with pytest.raises(RuleViolation) as info:
+        c.check_pack(seqs, outputs, {})
+    assert info.value.rules == {"R-CONSUMER-8"} or info.value.rules == {"R-CONSUMER-7"}

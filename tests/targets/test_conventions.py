@@ -25,7 +25,10 @@ def fake(**declared: Any) -> types.SimpleNamespace:
 SEGMENT = declared_capabilities(fake(convention={"tail": "segment"}))
 CP_ALIGN = declared_capabilities(fake(convention={"seq_align": "cp"}))
 EVERY = frozenset(BASE_FEATURES) | {"tail_segment", "seq_align_cp", "fp8", "fp8_recipes",
-                                    "static_metadata", "bucket", "contiguous"}
+                                    "static_metadata", "bucket", "contiguous", "seq_align_none",
+                                    "tail_tokens", "labels_ignore"}
+RING = declared_capabilities(fake(convention={"seq_align": "none"},
+                                  lacks=frozenset({"zigzag", "tensor_parallel"})))
 
 
 def test_fixed_convention_is_its_only_value() -> None:
@@ -72,11 +75,13 @@ def test_every_convention_is_drawn() -> None:
     @settings(max_examples=300, deadline=None, database=None)
     @given(s.configs(caps=EVERY))
     def collect(config: dict[str, Any]) -> None:
-        for key in ("tail", "seq_align", "fp8", "max_num_seqs", "max_seqlen"):
+        for key in ("tail", "seq_align", "fp8", "max_num_seqs", "max_seqlen", "labels"):
             seen.add((key, config.get(key)))
 
     collect()
     for pair in [("tail", "last"), ("tail", "segment"), ("seq_align", "cp"),
+                 ("tail", "tokens"), ("seq_align", "none"), ("labels", "ignore"),
+                 ("labels", "roll"),
                  ("seq_align", "tp_cp"), ("fp8", "mxfp8"), ("fp8", True), ("fp8", False),
                  ("max_num_seqs", None), ("max_num_seqs", s.SAFE_MAX_NUM_SEQS),
                  ("max_seqlen", "total")]:
@@ -98,7 +103,7 @@ def test_declined_convention_values() -> None:
 
 def test_unknown_fields_of_invalid_values() -> None:
     plain = declared_capabilities(fake())
-    assert s.unknown_fields(plain, {"tail": "middle"}) == ["tail_segment"]
+    assert s.unknown_fields(plain, {"tail": "middle"}) == ["tail_tokens"]
     assert s.unknown_fields(SEGMENT, {"tail": "middle"}) == []  # it implements tail
     assert s.unknown_fields(plain, {"fp8": "mxfp4"}) == ["fp8_recipes"]
     assert s.unknown_fields(plain, {"max_num_seqs": 0}) == ["static_metadata"]
@@ -109,3 +114,32 @@ def test_fit_static() -> None:
     assert s.fit_static({"max_num_seqs": None}, 5) == {"max_num_seqs": None}
     assert s.fit_static({"max_num_seqs": 66}, 5)["max_num_seqs"] == 5
     assert s.fit_static({"max_num_seqs": 66, "tail": "segment"}, 5, 2)["max_num_seqs"] == 8
+
+
+@settings(max_examples=200, deadline=None)
+@given(s.configs(caps=EVERY))
+def test_drawn_1_2_configs_are_valid(config: dict[str, Any]) -> None:
+    """seq_align='none' and tail='tokens' only where R-ERR-14 allows them (contiguous or cp =
+    1; tokens without max_num_seqs): every drawn config builds."""
+    import reference
+
+    reference.PackConfig(**config)
+
+
+@settings(max_examples=100, deadline=None)
+@given(s.configs(caps=RING))
+def test_ring_convention_is_always_named(config: dict[str, Any]) -> None:
+    """A target that fixes seq_align='none' (ring attention, Ulysses) always gets it, on the
+    contiguous layout or cp = 1."""
+    assert config["seq_align"] == "none"
+    assert config["cp_size"] == 1 or config["cp_layout"] == "contiguous"
+    assert s.declined(RING, {"cp_size": 2, "cp_layout": "contiguous"}) == ["seq_align_tp_cp"]
+
+
+def test_fit_fixed_total() -> None:
+    """fixed_total: the smallest total the batch needs plus slack steps of M (R-TOTAL-7);
+    never with a bucket."""
+    assert s.fit_fixed_total({"cp_size": 2}, (3, 5), 0)["fixed_total"] == 12
+    assert s.fit_fixed_total({"cp_size": 2}, (3, 5), 2)["fixed_total"] == 20
+    assert s.fit_fixed_total({"bucket": 8}, (3,), 1) == {"bucket": 8}
+    assert s.fit_fixed_total({}, (0,), 0)["fixed_total"] == 1

@@ -110,7 +110,7 @@ def test_convention_is_tail_segment(target: VerlFsdpTarget) -> None:
     """Spec 1.1: the target declares tail='segment'; its seqlens has one real length per
     derived segment (0 for the padding ones), num_seqs is B, and its unpack takes a plan with
     K > B entries (the reference's for tail='segment')."""
-    assert target.declared.convention == {"tail": "segment"}
+    assert target.declared.convention == {"tail": "segment", "seq_align": "none"}  # spec 1.2
     _, _, meta = as_tuple(target.pack([A, B], {"bucket": 4, "tail": "segment"}, 0))
     assert meta["seqlens"].tolist() == [3, 2, 0] and meta["num_seqs"] == 2
     plan = {"seqlens": np.array([3, 2, 0]), "num_seqs": 2, "total": 8}
@@ -121,6 +121,7 @@ def test_convention_is_tail_segment(target: VerlFsdpTarget) -> None:
         as_tuple(target.pack([A, B], {"tail": "last"}, 0))
     with pytest.raises(ValueError, match="tail"):
         as_tuple(target.pack([A, B], {"tail": "middle"}, 0))
-    for config in ({"max_num_seqs": 4}, {"max_seqlen": "total"}, {"seq_align": "cp"}):
+    for config in ({"max_num_seqs": 4}, {"max_seqlen": "total"}, {"seq_align": "cp"},
+                   {"seq_align": "tp_cp"}, {"fixed_total": 8}):
         with pytest.raises(NotImplementedError):
             as_tuple(target.pack([A, B], config, 0))
