@@ -42,6 +42,7 @@ from .recommendation import (
 )
 from .settings import PackSettings
 from .static import (
+    arith_module,
     format_max_num_seqs,
     format_max_seqlen_cost,
     max_seqlen_cost,
@@ -197,8 +198,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where T - S goes: last (on the last sequence) or segment (its own "
                         "trailing segment); a comma list compares them")
     p.add_argument("--seq-align", type=_choices(SEQ_ALIGNS, "seq_align"), default=["tp_cp"],
-                   help="per-sequence alignment base: tp_cp (verl) or cp (Megatron-LM); a "
-                        "comma list compares them")
+                   help="per-sequence alignment base: tp_cp (verl), cp (Megatron-LM) or none "
+                        "(Ulysses, ring attention: contiguous layout or cp 1); a comma list "
+                        "compares them")
+    p.add_argument("--fixed-total", type=_positive, default=None, metavar="N",
+                   help="every pack exactly N rows (Megatron-LM's --seq-length, torchtune's "
+                        "max_seq_len; spec R-TOTAL-7): replaces the buckets")
     p.add_argument("--min-local-rows", type=_positive, default=None,
                    help="floor on rows per rank")
     p.add_argument("--buckets", type=_bucket_list, default=list(DEFAULT_BUCKETS),
@@ -227,6 +232,23 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def check_fixed_total(batches: Sequence[Sequence[int]], settings: PackSettings,
+                      arith: str) -> None:
+    """With a fixed total: ValueError naming how many micro-batches need more (R-ERR-15) and
+    the smallest fixed total that holds them all, rather than the first refusal."""
+    if settings.fixed_total is None:
+        return
+    mod = arith_module(arith)
+    free = mod.PackConfig(**settings.replace(fixed_total=None).config_kwargs(None))
+    mod.PackConfig(**settings.config_kwargs(None))  # R-ERR-14: N a multiple of M
+    needed = [mod.plan_thd(list(b), free).total for b in batches]
+    over = sum(t > settings.fixed_total for t in needed)
+    if over:
+        raise ValueError(f"fixed_total={settings.fixed_total} is too small for {over} of "
+                         f"{len(needed)} micro-batches ({settings.convention}); the smallest "
+                         f"that holds them all is {max(needed)}")
+
+
 def simulate(args: argparse.Namespace) -> list[list[int]]:
     """The micro-batches the arguments describe."""
     stream: Iterator[int] | list[int]
@@ -242,11 +264,15 @@ def simulate(args: argparse.Namespace) -> list[list[int]]:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     base = PackSettings(tp_size=args.tp, cp_size=args.cp, cp_layout=args.layout,
-                        min_local_rows=args.min_local_rows)
+                        min_local_rows=args.min_local_rows, fixed_total=args.fixed_total)
     grid = convention_grid(base, args.tail, args.seq_align, args.fp8)
     settings = grid[0]
+    if args.fixed_total is not None:  # exclusive with a bucket (R-TOTAL-7)
+        args.buckets, args.compare_bucket = [None], None
     try:
         batches = simulate(args)
+        for each in grid:
+            check_fixed_total(batches, each, args.arith)
         mns = recommend_max_num_seqs(batches, settings, args.max_overflow, args.arith)
         n = mns.max_num_seqs if args.max_num_seqs is None else args.max_num_seqs
         reports = evaluate(batches, settings, args.buckets, arith=args.arith, max_num_seqs=n)

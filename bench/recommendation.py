@@ -26,6 +26,7 @@ NO_VERL_KEY = {
     "seq_align": "verl aligns each sequence to tp * cp * 2 ('tp_cp')",
     "max_num_seqs": "static metadata: no engine key",
     "max_seqlen": "static metadata: no engine key",
+    "fixed_total": "verl's bucket is a multiple, not one fixed total",
 }
 
 
@@ -35,10 +36,10 @@ def _defaults() -> dict[str, Any]:
 
 def recommended_config(settings: PackSettings, bucket: int | None,
                        max_num_seqs: int) -> dict[str, Any]:
-    """PackConfig keyword arguments for the choice: with a bucket, static metadata too
-    (R-STATIC-3: then every graph key is fixed); without one, the totals vary anyway."""
+    """PackConfig keyword arguments for the choice: with a bucket or a fixed total, static
+    metadata too (R-STATIC-3: then every graph key is fixed); without, the totals vary anyway."""
     kwargs = settings.config_kwargs(bucket)
-    if bucket is not None:
+    if bucket is not None or settings.fixed_total is not None:
         kwargs.update(max_num_seqs=max_num_seqs, max_seqlen="total")
     return kwargs
 

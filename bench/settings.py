@@ -10,6 +10,7 @@ from typing import Any
 # same settings also drive a PackConfig that predates the field.
 CONVENTION_DEFAULTS: dict[str, Any] = {
     "tail": "last", "seq_align": "tp_cp", "max_num_seqs": None, "max_seqlen": "exact",
+    "fixed_total": None,
 }
 
 
@@ -26,6 +27,7 @@ class PackSettings:
     seq_align: str = "tp_cp"
     max_num_seqs: int | None = None
     max_seqlen: str = "exact"
+    fixed_total: int | None = None
 
     def replace(self, **changes: Any) -> PackSettings:
         return dataclasses.replace(self, **changes)
@@ -43,6 +45,7 @@ class PackSettings:
 
     @property
     def convention(self) -> str:
-        """The spec 1.1 convention fields, as a short label."""
+        """The spec 1.1 and 1.2 convention fields, as a short label."""
         fp8 = "off" if self.fp8 is False else str(self.fp8)
-        return f"tail={self.tail} seq_align={self.seq_align} fp8={fp8}"
+        fixed = "" if self.fixed_total is None else f" fixed_total={self.fixed_total}"
+        return f"tail={self.tail} seq_align={self.seq_align} fp8={fp8}{fixed}"

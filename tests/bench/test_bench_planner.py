@@ -293,3 +293,47 @@ def test_plot_draws_graph_keys_beside_row_shapes(tmp_path: Path) -> None:
     # a bucket alone leaves the keys varying; static metadata brings them to the row shapes
     assert series["graph keys, metadata as planned"][2] > series["row shapes per rank"][2]
     assert series["graph keys, static metadata"][2] == series["row shapes per rank"][2]
+
+
+def test_cli_seq_align_none_and_fixed_total(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Spec 1.2: --seq-align none and --fixed-total N are accepted, shown in the conventions
+    table, and the fixed total reaches the config to paste (which builds, R-TOTAL-7); every
+    pack of the JSON report is then N rows."""
+    out = tmp_path / "plan.json"
+    assert planner.main(["--dist", "lognormal", "--tokens-per-mb", "2048", "--micro-batches",
+                         "8", "--cp", "2", "--layout", "contiguous", "--seq-align", "none",
+                         "--tail", "last,segment", "--fixed-total", "8192",
+                         "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    table = text[text.index("conventions side by side"):]
+    assert "pid segs" in table
+    rows = [line.split() for line in table.splitlines() if line.startswith(("last", "segment"))]
+    assert [(r[0], r[1], r[3]) for r in rows] == [("last", "none", "8192"),
+                                                  ("segment", "none", "8192")]
+    payload = json.loads(out.read_text())
+    assert payload["config"]["fixed_total"] == 8192 and payload["config"]["bucket"] is None
+    assert impl.PackConfig(**payload["config"]).fixed_total == 8192
+    assert all(r["worst_total"] == 8192 for r in payload["reports"])
+    # segments derived from position ids: each non-empty sequence, plus the padding segment
+    # under tail='segment' (one more than under 'last', R-PID-3)
+    last, segment = (int(r[-1]) for r in rows)
+    assert segment == last + 1
+
+
+def test_cli_fixed_total_too_small_names_the_smallest(capsys: pytest.CaptureFixture[str]) -> None:
+    """A fixed total some micro-batch needs more than: exit 2, naming N, how many micro-batches
+    need more and the smallest total that holds them all (R-ERR-15), never a truncation."""
+    assert planner.main(["--dist", "lognormal", "--tokens-per-mb", "4096", "--micro-batches",
+                         "8", "--fixed-total", "64"]) == 2
+    err = capsys.readouterr().err
+    assert "fixed_total=64 is too small for 8 of 8 micro-batches" in err
+    assert "the smallest that holds them all is" in err
+
+
+def test_cli_seq_align_none_refused_under_zigzag(capsys: pytest.CaptureFixture[str]) -> None:
+    """R-ERR-14: seq_align none with zigzag at cp > 1 is an error naming both fields."""
+    assert planner.main(["--dist", "lognormal", "--tokens-per-mb", "2048", "--micro-batches",
+                         "4", "--cp", "2", "--seq-align", "none"]) == 2
+    err = capsys.readouterr().err
+    assert "seq_align='none'" in err and "cp_layout='zigzag'" in err
