@@ -60,6 +60,9 @@ def exec_file(path: Path, private_name: str,
         spec = importlib.util.spec_from_file_location(private_name, path)
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
+        # Registered under its private name for good: dataclasses (and pickling) look the
+        # module of a class up in sys.modules while the file runs.
+        sys.modules[private_name] = module
         spec.loader.exec_module(module)
     finally:
         for name, old in saved.items():
@@ -102,3 +105,23 @@ def find_method_owner(path: Path, name: str) -> str | None:
         ):
             return node.name
     return None
+
+
+def load_class(path: Path, name: str, namespace: dict[str, Any]) -> type:
+    """Compile only the module-level class `name` from `path`, decorators included (a
+    `@dataclass` stays one), into a private module holding `namespace`, which must hold every
+    global its body and decorators use. Raises LookupError if the file has no such class (a
+    feature probe)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            module = types.ModuleType(f"_thd_conformance_{path.stem}_{name}")
+            module.__dict__.update(namespace)
+            module.__file__ = str(path)
+            sys.modules[module.__name__] = module  # dataclasses reads the class's module
+            code = compile(ast.Module(body=[node], type_ignores=[]), str(path), "exec")
+            exec(code, module.__dict__)  # noqa: S102 - the peer's own definition, from its wheel
+            cls = module.__dict__[name]
+            assert isinstance(cls, type)
+            return cls
+    raise LookupError(f"{path} has no class {name!r} at module level")
