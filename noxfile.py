@@ -18,6 +18,14 @@ nox.options.reuse_existing_virtualenvs = True
 PYTHON = "3.11"
 VERL = "verl==0.9.1"
 OPENRLHF = "openrlhf==0.11.2"
+# The token-id packers (conformance/peers/): transformers with its own small dependencies (no
+# torch among them); TRL, torchtune, VeOmni and torchtitan --no-deps, since the files loaded
+# need only torch and transformers.
+TRANSFORMERS = "transformers==5.24.0"
+TRL = "trl==1.16.0"
+TORCHTUNE = "torchtune==0.6.1"
+VEOMNI = "veomni==0.1.12"
+TORCHTITAN = "torchtitan==0.3.0"
 # Built-in targets -> what `nox -s conformance -- --target NAME` installs on top of `.[test]`
 # (megatron-core is already a test dependency). verl's packages pull in a training stack; its
 # targets load single files and need only torch + megatron-core, hence --no-deps.
@@ -26,6 +34,16 @@ TARGET_REQUIREMENTS: dict[str, list[str]] = {
     "verl-fsdp": ["--no-deps", VERL],
     "megatron-core": [],
     "openrlhf": ["--no-deps", OPENRLHF],
+    "transformers": [TRANSFORMERS],
+    "trl": ["--no-deps", TRL],
+    "torchtune": ["--no-deps", TORCHTUNE],
+    "veomni": ["--no-deps", VEOMNI],
+    "torchtitan": ["--no-deps", TORCHTITAN],
+}
+# Installed (with their dependencies) before a target's --no-deps requirements above.
+TARGET_BASE_REQUIREMENTS: dict[str, list[str]] = {
+    "trl": [TRANSFORMERS],
+    "veomni": [TRANSFORMERS],
 }
 
 
@@ -47,9 +65,12 @@ def _install_test_deps(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """CI: unit, spec and golden-vector tests, then conformance (ci profile) on impl, reference."""
     _install_test_deps(session)
-    # The peer targets' loader tests (tests/targets) read the peers' real wheels: install them
-    # here too (--no-deps, small), so that those tests run in CI instead of skipping.
+    # The peer targets' loader tests (tests/targets, tests/peers) read the peers' real wheels:
+    # install them here too (small; --no-deps where a wheel pulls a training stack), so that
+    # those tests run in CI instead of skipping.
     session.install("--no-deps", VERL, OPENRLHF)
+    session.install(TRANSFORMERS)
+    session.install("--no-deps", TRL, TORCHTUNE, VEOMNI, TORCHTITAN)
     session.run("pytest", "tests", *session.posargs)
     for target in ("impl", "reference"):
         session.run(
@@ -66,7 +87,10 @@ def conformance(session: nox.Session) -> None:
     args = [a for a in session.posargs if not a.startswith("--install=")]
     for spec in (a.partition("=")[2] for a in session.posargs if a.startswith("--install=")):
         session.install(spec)
-    requirements = TARGET_REQUIREMENTS.get(_target_name(args, session.env) or "", [])
+    name = _target_name(args, session.env) or ""
+    if TARGET_BASE_REQUIREMENTS.get(name):
+        session.install(*TARGET_BASE_REQUIREMENTS[name])
+    requirements = TARGET_REQUIREMENTS.get(name, [])
     if requirements:
         session.install(*requirements)
     if not any(a.startswith("--hypothesis-profile") for a in args):

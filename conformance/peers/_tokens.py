@@ -1,0 +1,86 @@
+"""Glue shared by the token-id packers (transformers, TRL, torchtune, VeOmni).
+
+Those packers move token ids, not rows: their caller tokenizes before and looks the ids up in
+an embedding table after. The suite's rows can be any dtype and trailing shape, so the glue
+plays both parts: `Vocabulary` gives every row of the batch its own id (the pad token is id 0,
+whose row holds `pad_value`) and turns the packer's ids back into rows. A packer that drops,
+duplicates or reorders an id shows it in the rows it gets back, as it would in the embeddings.
+
+`shift_labels` is the shift every HF-style causal loss applies to the unshifted `labels` these
+packers return (transformers/loss/loss_utils.py `ForCausalLMLoss`, lines 63-66: pad one
+`ignore_index` on the right, drop the first): what the loss reads at row k is the label of
+row k + 1.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+PAD_ID = 0
+IGNORE_INDEX = -100
+
+
+class Vocabulary:
+    """The batch's rows as token ids 1..S in batch order, and the pad token 0."""
+
+    def __init__(self, seqs: list[np.ndarray], pad_value: Any) -> None:
+        arrays = [np.asarray(s) for s in seqs]
+        if not arrays:
+            raise ValueError("seqs: an empty batch has no dtype to build rows of")
+        self.dtype = arrays[0].dtype
+        self.trail = arrays[0].shape[1:]
+        pad = np.full((1, *self.trail), pad_value, dtype=self.dtype)
+        self.table = np.concatenate([pad, *arrays])
+        starts = np.cumsum([1] + [a.shape[0] for a in arrays])
+        self.ids = [list(range(int(start), int(start) + a.shape[0]))
+                    for start, a in zip(starts, arrays, strict=False)]
+
+    def rows(self, ids: Any) -> np.ndarray:
+        """The rows of token ids (the embedding lookup); an id outside the table is an error."""
+        idx = np.asarray(ids, dtype=np.int64).reshape(-1)
+        if idx.size and (idx.min() < 0 or idx.max() >= len(self.table)):
+            raise IndexError(f"token id outside the batch's vocabulary: {idx.min()}..{idx.max()}")
+        return self.table[idx]
+
+    def label_rows(self, label_ids: Any, ignore_index: int) -> np.ndarray:
+        """Label ids as rows: `ignore_index` (in the rows' dtype) where the label is ignored."""
+        idx = np.asarray(label_ids, dtype=np.int64).reshape(-1)
+        ignored = idx == IGNORE_INDEX
+        out = self.rows(np.where(ignored, PAD_ID, idx))
+        out[ignored] = np.asarray(ignore_index).astype(self.dtype)
+        return out
+
+
+def shift_labels(labels: Any) -> np.ndarray:
+    """The labels the loss reads at each row (ForCausalLMLoss: pad right, drop the first)."""
+    flat = np.asarray(labels, dtype=np.int64).reshape(-1)
+    if not flat.size:
+        return flat
+    return np.concatenate([flat[1:], [IGNORE_INDEX]]).astype(np.int64)
+
+
+def require_one_rank(config: dict[str, Any], who: str) -> None:
+    """Glue guard for declined features: the suite never asks them of a target that lacks them,
+    so reaching here means a protocol mismatch, said loudly."""
+    if config.get("tp_size", 1) != 1 or config.get("cp_size", 1) != 1:
+        raise NotImplementedError(f"{who} has no tensor or context parallelism of its own")
+
+
+def declarable(**convention: str) -> dict[str, str]:
+    """The part of a packer's fixed convention that the protocol's vocabulary can say (spec
+    1.2's values, `tail="tokens"` and `labels="ignore"`, where the protocol has them). A value
+    it cannot say yet is left out, and the adapter declines the features that need it."""
+    from ..protocol import CONVENTION_VALUES
+
+    return {key: value for key, value in convention.items()
+            if value in CONVENTION_VALUES.get(key, {})}
+
+
+def known_features(*names: str) -> frozenset[str]:
+    """Those of `names` that the protocol's vocabulary has (spec 1.2's `fixed_total` where it
+    has it), as `declarable` does for conventions."""
+    from ..protocol import FEATURES
+
+    return frozenset(name for name in names if name in FEATURES)

@@ -1,0 +1,90 @@
+"""The `transformers` target: `DataCollatorWithFlattening` of transformers 5.x, from its wheel.
+
+What runs: `transformers.data.data_collator.DataCollatorWithFlattening` (transformers 5.24.0,
+`pip install transformers==5.24.0`, imported as the library ships it), constructed as a padding-free
+trainer does (`return_flash_attn_kwargs=True`, `return_seq_idx=True`) and called on the batch's
+examples (`__call__`, data_collator.py lines 1321-1386): it drops empty examples (line 1326),
+concatenates the rest into one `[1, S]` row, restarts the position ids at 0 for each example
+(line 1354), writes `separator_id` (-100) at each example's first label (line 1350) and returns
+`cu_seq_lens_q` (line 1358) and `max_length_q`. It adds no padding and knows no parallelism.
+
+Glue (conformance/peers/_tokens.py): the rows as token ids and back (a tokenizer and an
+embedding lookup), and the shift of the unshifted `labels` that transformers' causal loss
+applies (loss/loss_utils.py lines 63-66) to get the label each row's loss reads.
+
+Mapping: rows, `position_ids`, `labels` (shifted) and `loss_mask` (label not -100) of the one
+rank; `cu_seqlens` = `cu_seqlens_padded` = `cu_seq_lens_q` (no padding), `max_seqlen` =
+`max_length_q`, `num_seqs` = the segments given (empty examples dropped: the zero-length-omitted
+convention of spec 1.2, R-META-8). With `need_roll` the rows are the shifted labels (spec 1.2's
+`labels="ignore"`, R-LABEL-1).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..protocol import Config, Declared, Packed
+from . import _tokens
+
+EXPECTED_VERSION = "5.24.0"
+
+
+def load_collator_class() -> tuple[type, str]:
+    """transformers' DataCollatorWithFlattening and the installed version (RuntimeError with
+    the install line where transformers is missing)."""
+    try:
+        import transformers
+        from transformers.data.data_collator import DataCollatorWithFlattening
+    except ImportError as exc:
+        raise RuntimeError(
+            f"transformers is not installed ({exc}); `nox -s conformance -- --target "
+            f"transformers` installs transformers=={EXPECTED_VERSION}") from None
+    return DataCollatorWithFlattening, transformers.__version__
+
+
+# Spec 1.2's words for what the collator does, as far as the protocol has them yet.
+_CONVENTION = _tokens.declarable(seq_align="none", labels="ignore")
+
+
+class TransformersTarget:
+    """Adapter over transformers' DataCollatorWithFlattening (one rank, no padding)."""
+
+    name = "transformers"
+    declared = Declared(
+        features=frozenset({"need_roll"} if "labels" in _CONVENTION else ()),
+        convention=_CONVENTION,
+        lacks=frozenset({"tensor_parallel", "zigzag", "contiguous", "zero_length"}),
+        validated_elsewhere=frozenset({"config", "parallel_state", "batch", "need_roll_type"}),
+        max_rows=1 << 20,
+    )
+
+    def __init__(self) -> None:
+        cls, self.version = load_collator_class()
+        self.collator = cls(return_flash_attn_kwargs=True, return_seq_idx=True)
+        self.description = (f"transformers {self.version} DataCollatorWithFlattening "
+                            "(padding-free, one rank)")
+
+    def collate(self, seqs: list[np.ndarray], pad_value: Any = 0) -> tuple[Any, Any]:
+        """The collator's batch for `seqs` and the vocabulary that maps its ids to rows."""
+        vocab = _tokens.Vocabulary(seqs, pad_value)
+        return self.collator([{"input_ids": ids} for ids in vocab.ids]), vocab
+
+    def pack(self, seqs: Any, config: Config, cp_rank: Any, *, need_roll: Any = False,
+             pad_value: Any = 0) -> Packed:
+        _tokens.require_one_rank(config, "DataCollatorWithFlattening")
+        out, vocab = self.collate(seqs, pad_value)
+        label_ids = _tokens.shift_labels(out["labels"].numpy())
+        labels = vocab.label_rows(label_ids, int(config.get("ignore_index", -100)))
+        cu = out["cu_seq_lens_q"].numpy()
+        meta = {"cu_seqlens_padded": cu, "cu_seqlens": cu, "seqlens": np.diff(cu),
+                "seqlens_padded": np.diff(cu), "max_seqlen": out["max_length_q"],
+                "total": int(cu[-1]), "local_rows": int(out["input_ids"].shape[1]),
+                "num_seqs": int(cu.size - 1)}
+        rows = labels if need_roll else vocab.rows(out["input_ids"].numpy())
+        return Packed(rows, out["position_ids"].numpy()[0], meta, labels=labels,
+                      loss_mask=label_ids != _tokens.IGNORE_INDEX)
+
+
+TARGET = TransformersTarget
