@@ -61,11 +61,17 @@ def shift_labels(labels: Any) -> np.ndarray:
     return np.concatenate([flat[1:], [IGNORE_INDEX]]).astype(np.int64)
 
 
-def require_one_rank(config: dict[str, Any], who: str) -> None:
-    """Glue guard for declined features: the suite never asks them of a target that lacks them,
-    so reaching here means a protocol mismatch, said loudly."""
+def refuse_undeclared(config: dict[str, Any], who: str, supports: tuple[str, ...] = ()) -> None:
+    """Glue guard: parallelism, and a config field the packer has no counterpart for (those
+    not in `supports`), raise NotImplementedError naming it. The suite never asks a target for
+    a feature it does not declare, so reaching here says loudly which one was asked."""
     if config.get("tp_size", 1) != 1 or config.get("cp_size", 1) != 1:
         raise NotImplementedError(f"{who} has no tensor or context parallelism of its own")
+    for key in ("fp8", "bucket", "min_local_rows", "fixed_total", "max_num_seqs"):
+        if key not in supports and config.get(key) not in (None, False):
+            raise NotImplementedError(f"{key}={config[key]!r}: {who} has none")
+    if config.get("max_seqlen", "exact") != "exact":
+        raise NotImplementedError(f"max_seqlen={config['max_seqlen']!r}: {who} has none")
 
 
 def declarable(**convention: str) -> dict[str, str]:

@@ -110,7 +110,7 @@ class TorchtitanTarget:
 
     def pack(self, seqs: Any, config: Config, cp_rank: Any, *, need_roll: Any = False,
              pad_value: Any = 0) -> Packed:
-        _tokens.require_one_rank(config, "torchtitan's document stream")
+        _tokens.refuse_undeclared(config, "torchtitan's document stream")
         vocab = _tokens.Vocabulary(seqs, pad_value)
         total = sum(len(ids) for ids in vocab.ids)
         windows = self.windows(vocab.ids, total) if total else []

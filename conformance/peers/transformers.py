@@ -73,7 +73,7 @@ class TransformersTarget:
 
     def pack(self, seqs: Any, config: Config, cp_rank: Any, *, need_roll: Any = False,
              pad_value: Any = 0) -> Packed:
-        _tokens.require_one_rank(config, "DataCollatorWithFlattening")
+        _tokens.refuse_undeclared(config, "DataCollatorWithFlattening")
         out, vocab = self.collate(seqs, pad_value)
         label_ids = _tokens.shift_labels(out["labels"].numpy())
         labels = vocab.label_rows(label_ids, int(config.get("ignore_index", -100)))

@@ -85,7 +85,7 @@ class TrlTarget:
 
     def pack(self, seqs: Any, config: Config, cp_rank: Any, *, need_roll: Any = False,
              pad_value: Any = 0) -> Packed:
-        _tokens.require_one_rank(config, "TRL's padding-free collator")
+        _tokens.refuse_undeclared(config, "TRL's padding-free collator", ("bucket",))
         out, vocab = self.collate(seqs, config.get("bucket"), pad_value)
         label_ids = _tokens.shift_labels(out["labels"].numpy())
         labels = vocab.label_rows(label_ids, int(config.get("ignore_index", -100)))

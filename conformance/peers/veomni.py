@@ -109,7 +109,7 @@ class VeOmniTarget:
 
     def pack(self, seqs: Any, config: Config, cp_rank: Any, *, need_roll: Any = False,
              pad_value: Any = 0) -> Packed:
-        _tokens.require_one_rank(config, "VeOmni's PackingCollator")
+        _tokens.refuse_undeclared(config, "VeOmni's PackingCollator", ("fixed_total",))
         out, vocab = self.collate(seqs, config.get("fixed_total"), pad_value)
         label_ids = _tokens.shift_labels(out["labels"].numpy())
         labels = vocab.label_rows(label_ids, int(config.get("ignore_index", -100)))
