@@ -26,6 +26,11 @@ TRL = "trl==1.16.0"
 TORCHTUNE = "torchtune==0.6.1"
 VEOMNI = "veomni==0.1.12"
 TORCHTITAN = "torchtitan==0.3.0"
+# Peers loaded file by file from their wheels (conformance/peers/); each pulls a training stack,
+# so --no-deps: their files need only torch, numpy and megatron-core, all test dependencies.
+AREAL = "areal==1.0.4"
+MEGATRON_BRIDGE = "megatron-bridge==0.3.1"
+MS_SWIFT = ["ms-swift==4.6.0", "mcore-bridge==1.6.5"]  # mcore-bridge: its CP split
 # Built-in targets -> what `nox -s conformance -- --target NAME` installs on top of `.[test]`
 # (megatron-core is already a test dependency). verl's packages pull in a training stack; its
 # targets load single files and need only torch + megatron-core, hence --no-deps.
@@ -39,6 +44,9 @@ TARGET_REQUIREMENTS: dict[str, list[str]] = {
     "torchtune": ["--no-deps", TORCHTUNE],
     "veomni": ["--no-deps", VEOMNI],
     "torchtitan": ["--no-deps", TORCHTITAN],
+    "areal": ["--no-deps", AREAL],
+    "megatron-bridge": ["--no-deps", MEGATRON_BRIDGE],
+    "ms-swift": ["--no-deps", *MS_SWIFT],
 }
 # Installed (with their dependencies) before a target's --no-deps requirements above.
 TARGET_BASE_REQUIREMENTS: dict[str, list[str]] = {
@@ -68,9 +76,9 @@ def tests(session: nox.Session) -> None:
     # The peer targets' loader tests (tests/targets, tests/peers) read the peers' real wheels:
     # install them here too (small; --no-deps where a wheel pulls a training stack), so that
     # those tests run in CI instead of skipping.
-    session.install("--no-deps", VERL, OPENRLHF)
     session.install(TRANSFORMERS)
-    session.install("--no-deps", TRL, TORCHTUNE, VEOMNI, TORCHTITAN)
+    session.install("--no-deps", VERL, OPENRLHF, TRL, TORCHTUNE, VEOMNI, TORCHTITAN, AREAL,
+                    MEGATRON_BRIDGE, *MS_SWIFT)
     session.run("pytest", "tests", *session.posargs)
     for target in ("impl", "reference"):
         session.run(
