@@ -370,23 +370,8 @@ def markdown(doc: dict[str, Any], matrix: dict[str, dict[str, Any]]) -> str:
         text = detail(row, 200).replace("|", "\\|")
         declined = ", ".join(row["declined"])
         lines.append(f"| {rule} | {row['status']} | {len(row['tests'])} | {declined} | {text} |")
-    failures = [(rule, f) for rule, row in matrix.items() for f in row["failures"]]
-    if failures:
-        lines += ["", "## Failures and minimal counterexamples", ""]
-        seen: set[str] = set()
-        for _, failure in failures:
-            if failure["test"] in seen:
-                continue
-            seen.add(failure["test"])
-            rules = [r for r, row in matrix.items()
-                     if any(f["test"] == failure["test"] for f in row["failures"])]
-            lines += [f"### `{failure['test']}`", "", f"Charged to: {', '.join(rules)}.", "",
-                      "```", failure["message"] or "", "```"]
-            for example in failure["counterexamples"] or []:
-                lines += ["", "```python", example, "```"]
-            lines.append("")
     if doc["target_errors"]:
-        lines += ["", "## Target errors and suite errors (charged to no rule)", ""]
+        lines += ["", "## Tracebacks: target errors and suite errors (charged to no rule)", ""]
         for err in doc["target_errors"]:
             lines += [f"### `{err['test']}` ({err['status']})", "",
                       f"Blocks: {', '.join(err['blocked_rules'] or []) or '-'}.", "",

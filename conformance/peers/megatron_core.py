@@ -81,6 +81,9 @@ class MegatronCoreTarget:
                         max_rows=1 << 20)
 
     def __init__(self) -> None:
+        from ..targets._megatron_view import import_megatron_core
+
+        import_megatron_core()
         import megatron.core.utils as mcore_utils
 
         self.mcore_utils = mcore_utils

@@ -135,15 +135,16 @@ def preprocess_as_is(input_ids: Any, config: Config, cp_rank: int, **adapter: An
         return megatron.preprocess_thd_engine(input_ids, **adapter)
 
 
-def postprocess_one(output: np.ndarray, meta: Meta, config: Config,
-                    params: dict[str, np.ndarray], **adapter: Any) -> list[np.ndarray]:
+def postprocess_one(output: np.ndarray, meta: Meta, config: Config, *,
+                    params: dict[str, np.ndarray] | None = None,
+                    **adapter: Any) -> list[np.ndarray]:
     """postprocess_thd_engine on one process (cp_size 1): `output` as given, PackedSeqParams
     from `meta` with the fields in `params` replaced (R-MEG-3, R-ERR-11)."""
     from impl import megatron
 
     cfg = _full(config)
     packed = thd_params(meta)
-    for key, value in params.items():
+    for key, value in (params or {}).items():
         setattr(packed, key, None if value is None else
                 torch.as_tensor(np.asarray(value), dtype=torch.int32))
     input_ids, count = _input_ids(meta)
@@ -258,7 +259,7 @@ def newer_megatron(cp_rank: int, group_size: int = 0,
 
 
 def preprocess_newer(seqs: list[np.ndarray], config: Config, cp_rank: int, *,
-                     dynamic: bool) -> tuple[np.ndarray, dict[str, Any], np.ndarray]:
+                     dynamic: bool = False) -> tuple[np.ndarray, dict[str, Any], np.ndarray]:
     """preprocess_thd_engine under `newer_megatron`. With `dynamic`, the CP size comes from
     `local_cp_size` and the parallel state says cp_size 1, so an adapter that ignores
     local_cp_size packs the wrong shard. The returned dict also says whether the
@@ -339,7 +340,8 @@ def _packed_post(rows: np.ndarray, cu_padded: np.ndarray, mask: np.ndarray, conf
 
 
 def packed_postprocess_one(output: np.ndarray, cu_padded: np.ndarray, mask: Any,
-                           config: Config, params: dict[str, Any], **adapter: Any) -> np.ndarray:
+                           config: Config, *, params: dict[str, Any] | None = None,
+                           **adapter: Any) -> np.ndarray:
     """postprocess_packed_seqs on one process (cp_size 1, no collective): `output` and an
     ndarray `mask` as given (converted without copying), PackedSeqParams from `cu_padded` with
     the fields in `params` replaced (an array keeps its own dtype and shape, so the adapter's
@@ -352,7 +354,7 @@ def packed_postprocess_one(output: np.ndarray, cu_padded: np.ndarray, mask: Any,
     cu = torch.as_tensor(np.asarray(cu_padded), dtype=torch.int32)
     packed = PackedSeqParams(qkv_format="thd", cu_seqlens_q=cu, cu_seqlens_kv=cu,
                              cu_seqlens_q_padded=cu, cu_seqlens_kv_padded=cu)
-    for key, value in params.items():
+    for key, value in (params or {}).items():
         setattr(packed, key, None if value is None else torch.from_numpy(np.asarray(value)))
     m = torch.from_numpy(mask) if isinstance(mask, np.ndarray) else mask
     batch_size = adapter.pop("batch_size", None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -9,6 +10,18 @@ import numpy as np
 import torch
 
 from ..protocol import Meta
+
+
+def import_megatron_core() -> None:
+    """megatron-core imported once, with the warnings its own import raises (torch.jit and
+    inference deprecations, TE or Apex not installed) silenced: the suite's loading of it
+    triggers them, not the packer under test."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", module=r"(megatron|torch\.jit)\b")
+        import megatron.core  # noqa: F401
+
+
+import_megatron_core()
 
 PARAMS_FIELDS = ("qkv_format", "cu_seqlens_q", "cu_seqlens_kv", "cu_seqlens_q_padded",
                  "cu_seqlens_kv_padded", "max_seqlen_q", "max_seqlen_kv", "cp_partition_mode")

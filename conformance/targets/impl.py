@@ -33,6 +33,17 @@ def to_torch(seqs: Any) -> Any:
     return tuple(out) if isinstance(seqs, tuple) else out
 
 
+def _megatron(name: str) -> Any:
+    """A method running `_megatron_impl.<name>`, imported on first use (megatron-core is
+    imported only by a run that reaches impl's Megatron adapter)."""
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        from . import _megatron_impl
+
+        return getattr(_megatron_impl, name)(*args, **kwargs)
+    method.__name__ = name
+    return method
+
+
 def packed(rows: torch.Tensor, pos: torch.Tensor, plan: Any) -> Packed:
     return Packed(rows.detach().numpy(), pos.numpy(), plain_meta(plan))
 
@@ -158,23 +169,15 @@ class ImplTarget:
                                         need_roll=need_roll, pad_value=pad_value, **kwargs)
         return packed(rows, pos, plan)
 
-    def pack_valueless(
-        self, form: str, seqs: list[np.ndarray], config: Config, cp_rank: int, *,
-        need_roll: bool = False, pad_value: Any = 0, on: list[bool] | None = None,
-    ) -> tuple[ArraySpec, ArraySpec, Meta]:
-        """Capability `valueless_device`: the batch on `meta`."""
-        return _impl_native.pack_valueless(form, seqs, config, cp_rank, need_roll=need_roll,
-                                           pad_value=pad_value, on=on)
+    # the `meta` device and torch-only dtypes (_impl_native.py)
+    pack_valueless = staticmethod(_impl_native.pack_valueless)
+    pack_viewed = staticmethod(_impl_native.pack_viewed)
 
     def unpack_valueless(self, shards: list[np.ndarray], meta: Meta, config: Config, *,
                          on: list[bool] | None = None) -> list[ArraySpec]:
         """Capability `valueless_device`: the shards on `meta`."""
         return _impl_native.unpack_valueless(shards, plan_from_meta(meta), config, on=on)
 
-    def pack_viewed(self, bits: list[np.ndarray], dtype: str, config: Config,
-                    cp_rank: int) -> Any:
-        """Capability `native_dtypes`: the bits viewed as torch's dtype `dtype`."""
-        return _impl_native.pack_viewed(bits, dtype, config, cp_rank)
 
     def pack_masked(
         self, values: Any, mask: Any, config: Config, cp_rank: int, *,
@@ -182,8 +185,8 @@ class ImplTarget:
     ) -> Packed:
         """Capability `mask_form`: `pack_thd(values, ..., mask=mask)`, ndarrays as tensors
         sharing memory and strides, anything else as given."""
-        x = torch.from_numpy(values) if isinstance(values, np.ndarray) else values
-        m = torch.from_numpy(mask) if isinstance(mask, np.ndarray) else mask
+        x = tensor(values) if isinstance(values, np.ndarray) else values
+        m = tensor(mask) if isinstance(mask, np.ndarray) else mask
         rows, pos, plan = impl.pack_thd(x, impl.PackConfig(**config), cp_rank,
                                         need_roll=need_roll, pad_value=pad_value, mask=m)
         return packed(rows, pos, plan)
@@ -193,8 +196,8 @@ class ImplTarget:
     ) -> Packed:
         """Capability `flat_batch_checks`: `lengths=` as given (an ndarray becomes a tensor);
         `values` an ndarray (a tensor) or, for rejection tests, a list of arrays (a list)."""
-        lens = torch.from_numpy(lengths) if isinstance(lengths, np.ndarray) else lengths
-        flat = torch.from_numpy(values) if isinstance(values, np.ndarray) else to_torch(values)
+        lens = tensor(lengths) if isinstance(lengths, np.ndarray) else lengths
+        flat = tensor(values) if isinstance(values, np.ndarray) else to_torch(values)
         rows, pos, plan = impl.pack_thd(flat, impl.PackConfig(**config), cp_rank, lengths=lens)
         return packed(rows, pos, plan)
 
@@ -229,34 +232,6 @@ class ImplTarget:
         """Capability `native_scalars`: a 0-d torch tensor."""
         return torch.tensor(value)
 
-    def megatron_preprocess_as_is(self, input_ids: Any, config: Config, cp_rank: int,
-                                  **adapter: Any) -> Any:
-        from . import _megatron_impl
-
-        return _megatron_impl.preprocess_as_is(input_ids, config, cp_rank, **adapter)
-
-    def megatron_preprocess_with_params(
-        self, seqs: list[np.ndarray], config: Config, cp_rank: int, params_cls: Any
-    ) -> tuple[np.ndarray, dict[str, Any], np.ndarray]:
-        from . import _megatron_impl
-
-        return _megatron_impl.preprocess_with_params(seqs, config, cp_rank, params_cls)
-
-    def megatron_postprocess(
-        self, output: np.ndarray, meta: Meta, config: Config, *,
-        params: dict[str, np.ndarray] | None = None, **adapter: Any,
-    ) -> list[np.ndarray]:
-        from . import _megatron_impl
-
-        return _megatron_impl.postprocess_one(output, meta, config, params or {}, **adapter)
-
-    def megatron_postprocess_valueless(self, output: np.ndarray, meta: Meta,
-                                       config: Config) -> list[ArraySpec]:
-        """Capabilities `valueless_device` + `megatron_checks`: postprocess of a `meta` output."""
-        from . import _megatron_impl
-
-        return _megatron_impl.postprocess_valueless(output, meta, config)
-
     def row_map(
         self, meta: Meta, config: Config, cp_rank: int
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -282,84 +257,22 @@ class ImplTarget:
         return {k: getattr(cfg, k) for k in
                 ("tp_size", "cp_size", "cp_layout", "fp8", "bucket", "min_local_rows")}
 
-    def megatron_preprocess_newer(
-        self, seqs: list[np.ndarray], config: Config, cp_rank: int, *, dynamic: bool = False
-    ) -> tuple[np.ndarray, dict[str, Any], np.ndarray]:
-        """Capability `simulated_megatron`: preprocess under a newer megatron-core's API."""
-        from . import _megatron_impl
-
-        return _megatron_impl.preprocess_newer(seqs, config, cp_rank, dynamic=dynamic)
-
-    def gathered_unpack_dynamic(
-        self, shards: list[np.ndarray], meta: Meta, config: Config, cp_rank: int
-    ) -> tuple[list[np.ndarray], np.ndarray | None]:
-        """Capability `simulated_megatron`: postprocess with local_cp_size (dynamic CP)."""
-        from . import _megatron_impl
-
-        return _megatron_impl.gathered_unpack_dynamic(shards, meta, config, cp_rank)
-
-    def gathered_unpack(
-        self, shards: list[np.ndarray], meta: Meta, config: Config, cp_rank: int
-    ) -> tuple[list[np.ndarray], np.ndarray | None]:
-        """Capability `local_gather`: impl/megatron.py's postprocess, collective in process."""
-        from . import _megatron_impl
-
-        return _megatron_impl.gathered_unpack(shards, meta, config, cp_rank)
-
-    def megatron_preprocess(
-        self, seqs: list[np.ndarray], config: Config, cp_rank: int, *, need_roll: bool = False
-    ) -> tuple[np.ndarray, dict[str, Any], np.ndarray]:
-        from . import _megatron_impl
-
-        return _megatron_impl.preprocess(seqs, config, cp_rank, need_roll=need_roll)
-
-    def megatron_preprocess_kwargs(
-        self, seqs: list[np.ndarray], config: Config, cp_rank: int, *, need_roll: bool = False
-    ) -> tuple[np.ndarray, dict[str, Any], np.ndarray]:
-        """Capability `kwargs_params`: preprocess with a `**kwargs` PackedSeqParams stub."""
-        from . import _megatron_impl
-
-        return _megatron_impl.preprocess_kwargs(seqs, config, cp_rank, need_roll=need_roll)
-
-    def packed_preprocess(self, values: np.ndarray, mask: np.ndarray, config: Config,
-                          cp_rank: int) -> tuple[np.ndarray, dict[str, Any]]:
-        """Capability `packed_seqs`: impl/megatron.py's preprocess_packed_seqs."""
-        from . import _megatron_impl
-
-        return _megatron_impl.packed_preprocess(values, mask, config, cp_rank)
-
-    def packed_gathered(self, shards: list[np.ndarray], cu_padded: np.ndarray,
-                        mask: np.ndarray, config: Config, cp_rank: int
-                        ) -> tuple[np.ndarray, np.ndarray | None]:
-        """Capability `packed_seqs`: postprocess_packed_seqs, collective in process."""
-        from . import _megatron_impl
-
-        return _megatron_impl.packed_gathered(shards, cu_padded, mask, config, cp_rank)
-
-    def packed_postprocess(self, output: np.ndarray, cu_padded: np.ndarray, mask: Any,
-                           config: Config, *, params: dict[str, Any] | None = None,
-                           **adapter: Any) -> np.ndarray:
-        """Capabilities `packed_seqs` + `megatron_checks`: postprocess_packed_seqs on one
-        process, output and mask as given."""
-        from . import _megatron_impl
-
-        return _megatron_impl.packed_postprocess_one(output, cu_padded, mask, config,
-                                                     params or {}, **adapter)
-
-    def packed_distributed(self, rows: np.ndarray, cu_padded: np.ndarray, mask: np.ndarray,
-                           config: Config, cp_rank: int, group: Any
-                           ) -> tuple[np.ndarray, np.ndarray | None]:
-        """Capabilities `packed_seqs` + `distributed`: postprocess over a live group."""
-        from . import _megatron_impl
-
-        return _megatron_impl.packed_distributed(rows, cu_padded, mask, config, cp_rank, group)
-
-    def distributed_unpack(
-        self, rows: np.ndarray, meta: Meta, config: Config, cp_rank: int, group: Any
-    ) -> tuple[list[np.ndarray], np.ndarray | None]:
-        from . import _megatron_impl
-
-        return _megatron_impl.distributed_unpack(rows, meta, config, cp_rank, group)
+    # impl/megatron.py's adapter (conformance/targets/_megatron_impl.py; optional.py says what
+    # each method does)
+    megatron_preprocess_as_is = _megatron("preprocess_as_is")
+    megatron_preprocess_with_params = _megatron("preprocess_with_params")
+    megatron_postprocess = _megatron("postprocess_one")
+    megatron_postprocess_valueless = _megatron("postprocess_valueless")
+    megatron_preprocess_newer = _megatron("preprocess_newer")
+    gathered_unpack_dynamic = _megatron("gathered_unpack_dynamic")
+    gathered_unpack = _megatron("gathered_unpack")
+    megatron_preprocess = _megatron("preprocess")
+    megatron_preprocess_kwargs = _megatron("preprocess_kwargs")
+    packed_preprocess = _megatron("packed_preprocess")
+    packed_gathered = _megatron("packed_gathered")
+    packed_postprocess = _megatron("packed_postprocess_one")
+    packed_distributed = _megatron("packed_distributed")
+    distributed_unpack = _megatron("distributed_unpack")
 
 
 TARGET = ImplTarget

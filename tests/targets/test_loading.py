@@ -1,0 +1,70 @@
+"""Target loading: built-in names are files with a `TARGET`, anything else is `module:attr`,
+and a target that does not follow the protocol is a load error naming what is wrong."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+
+from conformance.protocol import Declared, capabilities
+from conformance.targets import TargetLoadError, builtin_names, load_target
+
+
+def test_builtin_names_are_the_files_with_a_target() -> None:
+    names = builtin_names()
+    assert {"impl", "reference", "verl", "verl-fsdp", "megatron-core", "openrlhf"} <= set(names)
+    assert not any(name.startswith("-") for name in names)  # private helpers (_wheel) left out
+
+
+def test_unknown_name_lists_the_builtins() -> None:
+    with pytest.raises(TargetLoadError, match="megatron-core"):
+        load_target("no-such-packer")
+
+
+def fake_module(monkeypatch: pytest.MonkeyPatch, **attrs: object) -> str:
+    module = types.ModuleType("_fake_loading_target")
+    for key, value in attrs.items():
+        setattr(module, key, value)
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    return module.__name__
+
+
+def test_declared_must_be_a_declared(monkeypatch: pytest.MonkeyPatch) -> None:
+    target = types.SimpleNamespace(name="x", pack=lambda *a, **k: None,
+                                   declared={"features": {"bucket"}})
+    name = fake_module(monkeypatch, T=target)
+    with pytest.raises(TargetLoadError, match="not conformance.protocol.Declared"):
+        load_target(f"{name}:T")
+
+
+def test_unknown_feature_is_a_load_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    target = types.SimpleNamespace(name="x", pack=lambda *a, **k: None,
+                                   declared=Declared(features=frozenset({"warp_drive"})))
+    name = fake_module(monkeypatch, T=target)
+    with pytest.raises(TargetLoadError, match="warp_drive"):
+        load_target(f"{name}:T")
+
+
+def test_methods_are_found_by_presence() -> None:
+    class Minimal:
+        name = "minimal"
+
+        def pack(self, *args: object, **kwargs: object) -> None: ...
+
+    class WithPlan(Minimal):
+        def plan(self, seqlens: object, config: object) -> dict[str, object]:
+            return {}
+
+    class PlanRemoved(WithPlan):
+        plan = None  # type: ignore[assignment]
+
+    assert "plan" not in capabilities(Minimal())
+    assert "plan" in capabilities(WithPlan())
+    assert "plan" not in capabilities(PlanRemoved())
+    # the defaults: every base feature and every validation, no optional feature
+    plain = capabilities(Minimal())
+    assert {"zigzag", "contiguous", "zero_length", "config_checks",
+            "need_roll_type_checks"} <= plain
+    assert not {"bucket", "fp8", "need_roll", "pad_value"} & plain
