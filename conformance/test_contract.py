@@ -6,10 +6,19 @@ reference's plan, so a target of another convention is judged on what the consum
 failed precondition (a buffer TE cannot partition) is reported under its own rule, and the rules
 that need it (R-CONSUMER-6, -7, -10 to -12) set such a case aside and judge the others
 (`_buffer`), so one misaligned bucket cannot hide a misplaced token.
+
+Crash-robust: the degenerate batches (every sequence empty, one row in all; B = 0 is not valid,
+R-ERR-7) are their own named cases (`test_contract_degenerate`), and every check runs three
+times: on any draw, on draws without the degenerate batches (`..._nondegenerate`), and on draws
+without zero-length sequences (`..._nonempty`). A target that crashes on, or mishandles, an
+all-empty batch or zero-length sequences (hypothesis then shrinks every failure to them) still
+has every other rule judged on the inputs that do not hit it.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -20,15 +29,53 @@ from hypothesis import strategies as st
 from . import contract
 from . import harness as h
 from .protocol import zero_length_of
-from .strategies import Batch, PackCase, batches, configs, fp8_strategy, pack_cases
+from .strategies import Batch, PackCase, batches, configs, fit_static, fp8_strategy, pack_cases
 
 CAPS = h.caps()
 _SMALL = batches(caps=CAPS, max_batch=16, budget=800)
 _CONFIGS = configs(caps=CAPS)
+# (tp, cp) at the extremes that matter for FP8 and many ranks: tp * cp from 16 to 64 (a total
+# padded for tp * cp <= 8 only passes the ordinary draws, sizes mostly 1 to 3).
+EXTREME_SIZES = ((16, 1), (8, 2), (4, 4), (2, 8), (16, 2), (8, 4), (4, 8), (16, 4), (8, 8),
+                 (4, 16), (2, 32), (1, 64), (64, 1))
 
 
-def _cases(need_roll: bool | None) -> Any:
-    return pack_cases(caps=CAPS, need_roll=need_roll, config=_CONFIGS, batch=_SMALL)
+def _extreme_configs(**kwargs: Any) -> Any:
+    return st.sampled_from(EXTREME_SIZES).flatmap(
+        lambda tc: configs(caps=CAPS, tp=st.just(tc[0]), cp=st.just(tc[1]), **kwargs))
+
+
+_WIDE_CONFIGS = st.one_of(_CONFIGS, _extreme_configs())
+
+# The draws every contract check judges: "any" batch, none of the degenerate ones, and no
+# zero-length sequence at all (test-name suffix, what the draw leaves out).
+DRAWS = {"": "any", "_nondegenerate": "nondegenerate", "_nonempty": "nonempty"}
+
+
+def degenerate(lengths: tuple[int, ...]) -> bool:
+    """Every sequence empty, or one real row in all: the batches with their own named cases."""
+    return sum(lengths) <= 1
+
+
+def excluding(draw: str, case: PackCase) -> PackCase:
+    """The case as the named draw judges it: "nondegenerate" gives a degenerate batch a first
+    sequence of 2 tokens (zero-length sequences elsewhere stay, trailing ones too);
+    "nonempty" drops the zero-length sequences, then does the same."""
+    lengths = case.batch.lengths
+    if draw == "any":
+        return case
+    if draw == "nonempty":
+        lengths = tuple(n for n in lengths if n) or (2,)
+    if degenerate(lengths):
+        lengths = (2, *lengths[1:])
+    if lengths == case.batch.lengths:
+        return case
+    return dataclasses.replace(case, batch=dataclasses.replace(case.batch, lengths=lengths))
+
+
+def _cases(need_roll: bool | None, draw: str = "any", config: Any = _CONFIGS) -> Any:
+    return pack_cases(caps=CAPS, need_roll=need_roll, config=config, batch=_SMALL).map(
+        lambda case: excluding(draw, case))
 
 
 def _zz(**config: Any) -> dict[str, Any]:
@@ -76,50 +123,64 @@ MXFP8_TP = PackCase(_zz(tp_size=2, fp8="mxfp8"), Batch((5, 3)))
 E2_FP8 = PackCase(_zz(cp_size=2, fp8=True, min_local_rows=1), Batch((0,)))
 
 
-@pytest.mark.rules("R-CONSUMER-1", "R-CONSUMER-2", "R-CONSUMER-3")
-@h.prop_settings()
-@example(E1_BUCKET)
-@example(E2_MIN_ROWS)
-@example(TRAILING_EMPTY)
-@example(ALL_EMPTY)
-@given(_cases(None))
-def test_contract_buffer(case: PackCase) -> None:
+# Spec 1.2: labels beside the inputs; TRL's labels with zero-length and one-token sequences.
+IGNORE_LABELS = PackCase(_zz(tp_size=2, labels="ignore"), Batch((3, 0, 1, 2)), need_roll=True)
+# Ring attention's pack: no per-sequence alignment, the padding after the last sequence.
+RING = PackCase(_zz(cp_size=2, cp_layout="contiguous", seq_align="none"), Batch((1, 1)))
+# FP8 at tp * cp >= 16, each recipe: a total padded for small tp * cp only fails here.
+FP8_WIDE = [PackCase(_zz(tp_size=tp, cp_size=cp, fp8=fp8), Batch((5, 0, 3)))
+            for (tp, cp), fp8 in (((8, 2), True), ((4, 4), "tensor"), ((2, 8), "mxfp8"),
+                                  ((16, 4), "block"), ((8, 8), "nvfp4"), ((1, 64), True),
+                                  ((32, 2), "mxfp8"))]
+
+
+def _judging(check: Callable[[PackCase], None], draw: str) -> Callable[[PackCase], None]:
+    def test(case: PackCase) -> None:
+        check(excluding(draw, case))
+    return test
+
+
+def _contract(name: str, check: Callable[[PackCase], None], *, rules: tuple[str, ...],
+              need_roll: bool | None = False, weight: float = 0.5, needs: tuple[str, ...] = (),
+              examples: tuple[PackCase, ...] = (), config: Any = _CONFIGS) -> None:
+    """Register `check` as one test per draw of DRAWS (`name`, `name_nondegenerate`,
+    `name_nonempty`), each with the rule markers, the pinned examples (judged as that draw
+    judges them) and half the example budget for the two narrower draws."""
+    for suffix, draw in DRAWS.items():
+        test = _judging(check, draw)
+        test.__name__ = test.__qualname__ = name + suffix
+        test.__doc__ = check.__doc__ if draw == "any" else \
+            f"{check.__doc__} (draws: {draw})"
+        fn: Any = given(_cases(need_roll, draw, config))(test)
+        for case in reversed(examples):
+            fn = example(excluding(draw, case))(fn)
+        fn = h.prop_settings(weight if draw == "any" else weight / 2)(fn)
+        for cap in needs:
+            fn = h.needs(cap)(fn)
+        globals()[name + suffix] = pytest.mark.rules(*rules)(fn)
+
+
+def _check_buffer(case: PackCase) -> None:
     """The target's cu_seqlens_padded is one buffer TE can partition: from 0, non-decreasing,
     ending at the total; zigzag segments divisible by 2cp; n * cp rows in all."""
     _, got = _run(case)
     contract.check_buffer(got, case.config)
 
 
-@pytest.mark.rules("R-CONSUMER-4")
-@h.prop_settings()
-@example(E1_TP)
-@given(_cases(False))
-def test_contract_tp_split(case: PackCase) -> None:
+def _check_tp_split(case: PackCase) -> None:
     """Each rank's rows split by tp (Megatron sequence parallelism)."""
     _, got = _run(case)
     contract.check_tp_split(got, case.config)
 
 
-@pytest.mark.rules("R-CONSUMER-5")
-@h.needs("fp8")
-@h.prop_settings(0.5)
-@example(FP8_BUCKET)
-@example(E2_FP8)
-@example(MXFP8_TP)
-@given(pack_cases(caps=CAPS, need_roll=False, config=configs(caps=CAPS, fp8=fp8_strategy(CAPS)),
-                  batch=_SMALL))
-def test_contract_fp8_split(case: PackCase) -> None:
+def _check_fp8_split(case: PackCase) -> None:
     """With FP8, each TP slice of a rank holds a multiple of the recipe's q rows (FP8 GEMMs;
-    q = 16 for fp8=True, 'tensor' and 'block', 32 'mxfp8', 128 'nvfp4')."""
+    q = 16 for fp8=True, 'tensor' and 'block', 32 'mxfp8', 128 'nvfp4'), up to tp * cp = 64."""
     _, got = _run(case)
     contract.check_fp8_split(got, case.config)
 
 
-@pytest.mark.rules("R-CONSUMER-8")
-@h.prop_settings(0.5)
-@example(TRAILING_EMPTY)
-@given(_cases(False))
-def test_contract_real_cu_seqlens(case: PackCase) -> None:
+def _check_real_cu_seqlens(case: PackCase) -> None:
     """Real cu_seqlens has the lengths L_i, within the padded segments."""
     seqs, got = _run(case)
     _given(got, "cu_seqlens")
@@ -127,55 +188,33 @@ def test_contract_real_cu_seqlens(case: PackCase) -> None:
                                    contract.padded_bounds(got))
 
 
-@pytest.mark.rules("R-CONSUMER-9")
-@h.prop_settings(0.5)
-@example(TRAILING_EMPTY)
-@given(_cases(False))
-def test_contract_max_seqlen(case: PackCase) -> None:
+def _check_max_seqlen(case: PackCase) -> None:
     """max_seqlen covers every padded segment."""
     _, got = _run(case)
     _given(got, "max_seqlen")
     contract.check_max_seqlen(got, contract.padded_bounds(got))
 
 
-@pytest.mark.rules("R-CONSUMER-6", "R-CONSUMER-7", "R-CONSUMER-14")
-@h.prop_settings()
-@example(E1_BUCKET)
-@example(TRAILING_EMPTY)
-@example(ALL_EMPTY)
-@given(_cases(False))
-def test_contract_tokens(case: PackCase) -> None:
+def _check_tokens(case: PackCase) -> None:
     """Every real token at the slot TE's partition of the target's own buffer gives it: once, in
     its own segment, in order; no sequence dropped."""
     seqs, got = _run(case)
     contract.check_tokens(seqs, got, _buffer(got, case))
 
 
-@pytest.mark.rules("R-CONSUMER-10")
-@h.prop_settings(0.5)
-@given(_cases(False))
-def test_contract_positions(case: PackCase) -> None:
+def _check_positions(case: PackCase) -> None:
     """Real rows' position ids are their offsets in their own segment."""
     seqs, got = _run(case)
     contract.check_positions(seqs, got, _buffer(got, case))
 
 
-@pytest.mark.rules("R-CONSUMER-11")
-@h.needs("need_roll")
-@h.prop_settings(0.5)
-@example(E3_LABEL)
-@given(_cases(True))
-def test_contract_labels(case: PackCase) -> None:
+def _check_labels(case: PackCase) -> None:
     """need_roll: every real row but a sequence's last holds its own sequence's next token."""
     seqs, got = _run(case)
     contract.check_labels(seqs, got, _buffer(got, case))
 
 
-@pytest.mark.rules("R-CONSUMER-12")
-@h.prop_settings(0.5)
-@example(E4_LEAK)
-@given(_cases(None))
-def test_contract_no_leak(case: PackCase) -> None:
+def _check_no_leak(case: PackCase) -> None:
     """No padding row holds another sequence's token (reported as a leak with its severity)."""
     seqs, got = _run(case)
     contract.check_no_leak(seqs, got, _buffer(got, case),
@@ -184,55 +223,21 @@ def test_contract_no_leak(case: PackCase) -> None:
                            ignore_index=case.config.get("ignore_index", -100))
 
 
-# Spec 1.2: labels beside the inputs; TRL's labels with zero-length and one-token sequences.
-IGNORE_LABELS = PackCase(_zz(tp_size=2, labels="ignore"), Batch((3, 0, 1, 2)), need_roll=True)
-# Ring attention's pack: no per-sequence alignment, the padding after the last sequence.
-RING = PackCase(_zz(cp_size=2, cp_layout="contiguous", seq_align="none"), Batch((1, 1)))
-
-
-@pytest.mark.rules("R-CONSUMER-15")
-@h.needs("need_roll", "labels_ignore")
-@h.prop_settings(0.5)
-@example(IGNORE_LABELS)
-@given(pack_cases(caps=CAPS, need_roll=True, batch=_SMALL,
-                  config=configs(caps=CAPS, labels=st.just("ignore"))))
-def test_contract_ignored_labels(case: PackCase) -> None:
+def _check_ignored_labels(case: PackCase) -> None:
     """labels='ignore': every padding row and each sequence's last token hold ignore_index."""
     seqs, got = _run(case)
     contract.check_ignored_labels(seqs, got, _buffer(got, case),
                                   case.config.get("ignore_index", -100))
 
 
-@pytest.mark.rules("R-PID-2")
-@h.prop_settings(0.5)
-@example(RING)
-@example(TRAILING_EMPTY)
-@given(_cases(False))
-def test_contract_position_boundaries(case: PackCase) -> None:
+def _check_position_boundaries(case: PackCase) -> None:
     """Segments derived from position ids alone start at every non-empty sequence's first
     token and nowhere inside its tokens (transformers' padding-free rule, R-PID-1)."""
     seqs, got = _run(case)
     contract.check_position_boundaries(seqs, got, _buffer(got, case))
 
 
-@pytest.mark.rules("R-CONSUMER-13")
-@h.needs("unpack")
-@h.prop_settings(0.5)
-@example(TRAILING_EMPTY)
-@example(ALL_EMPTY)
-@given(_cases(False))
-def test_contract_unpack(case: PackCase) -> None:
-    """The target's unpack of its own pack, with its own metadata, returns the batch."""
-    _, got = _run(case)
-    seqs = case.batch.arrays()  # all B sequences, whatever the metadata keeps (R-CONSUMER-14)
-    unpacked = h.target().unpack([g.rows for g in got], got[0].meta, dict(case.config))
-    contract.check_unpack(seqs, unpacked)
-
-
-@pytest.mark.rules("R-POS-4")
-@h.prop_settings(0.5)
-@given(_cases(None))
-def test_position_ids_never_negative(case: PackCase) -> None:
+def _check_positions_not_negative(case: PackCase) -> None:
     """No position id is negative, specified or not, with or without need_roll (a -1 before a
     sequence would glue a row to it for a position-id consumer, R-PID-2)."""
     _, got = _run(case)
@@ -241,3 +246,72 @@ def test_position_ids_never_negative(case: PackCase) -> None:
         if pos.size and pos.dtype.kind in "iu" and int(pos.min()) < 0:
             k = int(np.argmin(pos))
             raise h.RuleViolation(f"rank {rank} row {k}: position id {int(pos[k])}", {"R-POS-4"})
+
+
+def _check_unpack(case: PackCase) -> None:
+    """The target's unpack of its own pack, with its own metadata, returns the batch."""
+    _, got = _run(case)
+    seqs = case.batch.arrays()  # all B sequences, whatever the metadata keeps (R-CONSUMER-14)
+    unpacked = h.target().unpack([g.rows for g in got], got[0].meta, dict(case.config))
+    contract.check_unpack(seqs, unpacked)
+
+
+_contract("test_contract_buffer", _check_buffer, need_roll=None, weight=1.0,
+          rules=("R-CONSUMER-1", "R-CONSUMER-2", "R-CONSUMER-3"),
+          examples=(E1_BUCKET, E2_MIN_ROWS, TRAILING_EMPTY, ALL_EMPTY))
+_contract("test_contract_tp_split", _check_tp_split, rules=("R-CONSUMER-4",), weight=1.0,
+          examples=(E1_TP,), config=_WIDE_CONFIGS)
+_contract("test_contract_fp8_split", _check_fp8_split, rules=("R-CONSUMER-5",), needs=("fp8",),
+          examples=(FP8_BUCKET, E2_FP8, MXFP8_TP, *FP8_WIDE),
+          config=st.one_of(configs(caps=CAPS, fp8=fp8_strategy(CAPS)),
+                           _extreme_configs(fp8=fp8_strategy(CAPS))))
+_contract("test_contract_real_cu_seqlens", _check_real_cu_seqlens, rules=("R-CONSUMER-8",),
+          examples=(TRAILING_EMPTY,))
+_contract("test_contract_max_seqlen", _check_max_seqlen, rules=("R-CONSUMER-9",),
+          examples=(TRAILING_EMPTY,))
+_contract("test_contract_tokens", _check_tokens,
+          rules=("R-CONSUMER-6", "R-CONSUMER-7", "R-CONSUMER-14"),
+          weight=1.0, examples=(E1_BUCKET, TRAILING_EMPTY, ALL_EMPTY))
+_contract("test_contract_positions", _check_positions, rules=("R-CONSUMER-10",))
+_contract("test_contract_labels", _check_labels, rules=("R-CONSUMER-11",), need_roll=True,
+          needs=("need_roll",), examples=(E3_LABEL,))
+_contract("test_contract_no_leak", _check_no_leak, rules=("R-CONSUMER-12",), need_roll=None,
+          examples=(E4_LEAK,))
+_contract("test_contract_ignored_labels", _check_ignored_labels, rules=("R-CONSUMER-15",),
+          need_roll=True, needs=("need_roll", "labels_ignore"), examples=(IGNORE_LABELS,),
+          config=configs(caps=CAPS, labels=st.just("ignore")))
+_contract("test_contract_position_boundaries", _check_position_boundaries, rules=("R-PID-2",),
+          examples=(RING, TRAILING_EMPTY))
+_contract("test_position_ids_never_negative", _check_positions_not_negative,
+          rules=("R-POS-4",), need_roll=None)
+_contract("test_contract_unpack", _check_unpack, rules=("R-CONSUMER-13",), needs=("unpack",),
+          examples=(TRAILING_EMPTY, ALL_EMPTY))
+
+
+# The degenerate batches, named: every contract check on each, under any config.
+DEGENERATE = {"all-empty": (0,), "all-empty-3": (0, 0, 0), "one-row": (1,),
+              "one-row-among-empty": (0, 1, 0)}
+_ALL_RULES = (*(f"R-CONSUMER-{k}" for k in range(1, 16)), "R-PID-2")
+
+
+@pytest.mark.rules(*_ALL_RULES)
+@pytest.mark.parametrize("batch", [
+    pytest.param(name, marks=h.needs("zero_length")) if 0 in lengths else name
+    for name, lengths in DEGENERATE.items()])
+@h.prop_settings(0.2)
+@given(config=_CONFIGS, need_roll=st.booleans())
+def test_contract_degenerate(batch: str, config: dict[str, Any], need_roll: bool) -> None:
+    """A degenerate batch (every sequence empty, one row in all) under a drawn config: every
+    pack rule of the contract, and unpack where the target has it. A crash here is a target
+    error on this named input; the other tests judge the rules on the batches it spares."""
+    lengths = DEGENERATE[batch]
+    roll = need_roll and "need_roll" in CAPS
+    case = PackCase(fit_static(config, len(lengths)), Batch(lengths), need_roll=roll)
+    h.assume_declared(case)
+    seqs = case.batch.arrays()
+    got = h.run_target(case, seqs)
+    contract.check_pack(seqs, got, case.config, need_roll=roll,
+                        zero_length=zero_length_of(h.target()))
+    if "unpack" in CAPS and not roll:
+        unpacked = h.target().unpack([g.rows for g in got], got[0].meta, dict(case.config))
+        contract.check_unpack(seqs, unpacked)

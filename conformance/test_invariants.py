@@ -59,6 +59,20 @@ cases = st.tuples(lengths(max_batch=24, budget=1500, caps=CAPS), configs(caps=CA
 def test_every_token_exactly_once(case: tuple[tuple[int, ...], dict[str, Any]]) -> None:
     """Over all ranks: each real token once, with its own offset as position id; everything
     else is padding (the ranks' rows are a permutation of the padded buffer)."""
+    _every_token_once(case)
+
+
+@pytest.mark.rules("R-SHARD-4", "R-ROW-1", "R-ROW-2", "R-POS-2")
+@h.prop_settings(0.5)
+@given(cases.filter(lambda c: sum(c[0]) > 1))
+def test_every_token_exactly_once_nondegenerate(
+        case: tuple[tuple[int, ...], dict[str, Any]]) -> None:
+    """The same on batches of two rows or more: a target that crashes on an all-empty (or a
+    one-row) batch still has these rules judged on the others."""
+    _every_token_once(case)
+
+
+def _every_token_once(case: tuple[tuple[int, ...], dict[str, Any]]) -> None:
     lens, config = case
     h.assume_declared(config=config, lengths=lens)
     results = _pack_all(lens, config)

@@ -119,3 +119,112 @@ class LenientRollTarget(ReferenceTarget):
              pad_value: Any = 0) -> Packed:
         return super().pack(seqs, config, cp_rank, need_roll=bool(need_roll),
                             pad_value=pad_value)
+
+
+class EmptyBatchBugsTarget(ReferenceTarget):
+    """Two bugs seen in a real packer: trailing zero-length sequences are stripped before
+    packing (K < B: R-CONSUMER-7), and the strip runs off the front of an all-empty batch
+    (IndexError, a crash)."""
+
+    name = "empty-batch-bugs"
+    description = "tests/suite: drops trailing empty sequences, crashes on an all-empty batch"
+    declared = Declared(features=CORE | {"bucket", "fp8", "min_local_rows"},
+                        validated_elsewhere=ELSEWHERE)
+
+    def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,
+             pad_value: Any = 0) -> Packed:
+        kept = list(seqs)
+        while kept[-1].shape[0] == 0:  # IndexError once every sequence is gone
+            kept.pop()
+        return super().pack(kept, config, cp_rank, need_roll=need_roll, pad_value=pad_value)
+
+
+class RowsPerRankTarget(ReferenceTarget):
+    """A packer that reports the rows of one rank as its `total` (the whole buffer is cp_size
+    times that: R-CONSUMER-1, R-SHARD-4), and divides by the batch's token count, so an
+    all-empty batch crashes (ZeroDivisionError)."""
+
+    name = "rows-per-rank"
+    description = "tests/suite: total = rows per rank; crashes on an all-empty batch"
+    declared = Declared(features=CORE | {"bucket", "fp8", "min_local_rows"},
+                        validated_elsewhere=ELSEWHERE)
+
+    def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,
+             pad_value: Any = 0) -> Packed:
+        got = super().pack(seqs, config, cp_rank, need_roll=need_roll, pad_value=pad_value)
+        tokens = sum(int(s.shape[0]) for s in seqs)
+        meta = {**got.meta, "padding_ratio": got.meta["total"] / tokens}  # 1 / 0 when all empty
+        meta["total"] = meta["local_rows"]
+        return Packed(got.rows, got.position_ids, meta)
+
+
+class NarrowFp8Target(ReferenceTarget):
+    """A packer that pads for FP8 only up to tp * cp = 8: from 16 ranks on it packs as without
+    FP8, so a TP slice holds a number of rows the FP8 GEMMs cannot take (R-CONSUMER-5)."""
+
+    name = "narrow-fp8"
+    description = "tests/suite: FP8 padding dropped for tp * cp >= 16"
+    declared = Declared(features=CORE | {"bucket", "fp8", "fp8_recipes", "min_local_rows"},
+                        validated_elsewhere=ELSEWHERE)
+
+    def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,
+             pad_value: Any = 0) -> Packed:
+        if int(config.get("tp_size", 1)) * int(config.get("cp_size", 1)) >= 16:
+            config = {**config, "fp8": False}
+        return super().pack(seqs, config, cp_rank, need_roll=need_roll, pad_value=pad_value)
+
+
+class SegmentNoTpTarget(ReferenceTarget):
+    """A packer of verl's FSDP kind: no tensor parallelism, no zigzag (declared lacking, and
+    refused with NotImplementedError as a real adapter would), the total padding always as its
+    own trailing segment (convention tail='segment')."""
+
+    name = "segment-no-tp"
+    description = "tests/suite: the reference with tail='segment', no tp, no zigzag"
+    declared = Declared(features=CORE | {"bucket", "min_local_rows", "fp8"},
+                        lacks=frozenset({"tensor_parallel", "zigzag"}),
+                        convention={"tail": "segment"}, validated_elsewhere=ELSEWHERE)
+
+    @staticmethod
+    def _own(config: dict[str, Any]) -> dict[str, Any]:
+        if int(config.get("tp_size", 1)) > 1:
+            raise NotImplementedError("tp_size > 1 is not supported")
+        if int(config.get("cp_size", 1)) > 1 and config.get("cp_layout", "zigzag") == "zigzag":
+            raise NotImplementedError("zigzag is not supported")
+        return {**config, "tail": "segment"}
+
+    def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,
+             pad_value: Any = 0) -> Packed:
+        return super().pack(seqs, self._own(config), cp_rank, need_roll=need_roll,
+                            pad_value=pad_value)
+
+    def plan(self, seqlens: Any, config: dict[str, Any]) -> dict[str, Any]:
+        return super().plan(seqlens, self._own(config))
+
+
+class CpAlignTarget(ReferenceTarget):
+    """A packer of megatron-core's convention: each sequence aligned to cp only, tp on the
+    total (convention seq_align='cp'), so its rows differ from the spec default's."""
+
+    name = "cp-align"
+    description = "tests/suite: the reference with seq_align='cp'"
+    declared = Declared(features=CORE | {"bucket"}, convention={"seq_align": "cp"},
+                        validated_elsewhere=ELSEWHERE)
+
+    def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,
+             pad_value: Any = 0) -> Packed:
+        return super().pack(seqs, {**config, "seq_align": "cp"}, cp_rank, need_roll=need_roll,
+                            pad_value=pad_value)
+
+
+class WrongMaxSeqlenTarget(ReferenceTarget):
+    """The reference with max_seqlen one too large: every other field is the spec's."""
+
+    name = "wrong-max-seqlen"
+    description = "tests/suite: the reference with max_seqlen + 1"
+
+    def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,
+             pad_value: Any = 0) -> Packed:
+        got = super().pack(seqs, config, cp_rank, need_roll=need_roll, pad_value=pad_value)
+        return Packed(got.rows, got.position_ids,
+                      {**got.meta, "max_seqlen": int(got.meta["max_seqlen"]) + 1})
