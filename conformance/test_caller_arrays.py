@@ -30,15 +30,14 @@ def test_flat_lengths_the_caller_keeps(config: dict[str, object], form: str) -> 
     """Flat values with a broadcast or read-only `lengths` array (capability
     `flat_batch_checks`): every rank's rows are the reference's for the split batch, and the
     lengths and values are unchanged."""
-    h.require("flat_batch_checks", "zero_length", "trailing_dims")
-    if config.get("cp_layout") == "contiguous":
-        h.require("contiguous")
+    h.require("flat_batch_checks")
     values = _locked(np.arange(36, dtype=np.int64).reshape(12, 3))
     lengths = (np.broadcast_to(np.int64(4), (3,)) if form == "broadcast"
                else _locked(np.array([4, 0, 8], dtype=np.int64)))
     sizes = [int(n) for n in lengths]
     seqs = np.split(values, np.cumsum(sizes)[:-1])
     config = h.with_convention(config)
+    h.require_config(config, lengths=sizes, trail=(3,))
     cfg = reference.PackConfig(**config)  # type: ignore[arg-type]
     before = (values.tobytes(), lengths.tobytes())
     for rank in range(cfg.cp_size):
@@ -61,13 +60,11 @@ def test_flat_lengths_the_caller_keeps(config: dict[str, object], form: str) -> 
 def test_batch_arrays_the_caller_keeps(config: dict[str, object]) -> None:
     """A batch of read-only and broadcast arrays: every rank's rows are the reference's and
     the arrays are unchanged."""
-    h.require("zero_length", "trailing_dims")
-    if config.get("cp_layout") == "contiguous":
-        h.require("contiguous")
     seqs = [np.broadcast_to(np.arange(3, dtype=np.int64), (5, 3)),
             _locked(np.arange(0, dtype=np.int64).reshape(0, 3)),
             _locked(np.arange(24, dtype=np.int64).reshape(8, 3))]
     config = h.with_convention(config)
+    h.require_config(config, lengths=[5, 0, 8], trail=(3,))
     cfg = reference.PackConfig(**config)  # type: ignore[arg-type]
     before = h.snapshot(seqs)
     for rank in range(cfg.cp_size):

@@ -13,7 +13,6 @@ import pytest
 import reference
 
 from . import harness as h
-from .protocol import CAPABILITIES
 
 FIELDS = ("tp_size", "cp_size", "bucket", "min_local_rows")
 # Each case: Python-int config, the NumPy type each of its sizes is given as.
@@ -23,6 +22,9 @@ CASES: list[tuple[dict[str, Any], Any]] = [
     ({"tp_size": 1, "cp_size": 4, "bucket": 12}, np.uint16),
     ({"tp_size": 2, "cp_size": 1, "bucket": 10, "min_local_rows": 30}, np.int8),
     ({"tp_size": 2, "cp_size": 2, "fp8": True}, np.uint64),
+    # without tensor parallelism or zigzag, for a target that declines them
+    ({"tp_size": 1, "cp_size": 3, "cp_layout": "contiguous", "bucket": 12}, np.int16),
+    ({"tp_size": 1, "cp_size": 1, "min_local_rows": 5}, np.uint8),
 ]
 INT_KEYS = ("max_seqlen", "total", "local_rows")
 
@@ -31,14 +33,13 @@ def _numpy_config(config: dict[str, Any], kind: Any) -> dict[str, Any]:
     return {k: kind(v) if k in FIELDS and v is not None else v for k, v in config.items()}
 
 
-def _needs(config: dict[str, Any]) -> None:
-    """Skip unless the target declares each feature the config uses (where the protocol has
-    a capability for it)."""
-    used = {"bucket": config.get("bucket") is not None, "fp8": bool(config.get("fp8")),
-            "min_local_rows": config.get("min_local_rows") is not None,
-            "contiguous": config.get("cp_layout") == "contiguous"
-            and config.get("cp_size", 1) > 1}
-    h.require(*(cap for cap, on in used.items() if on and cap in CAPABILITIES))
+def _declared(config: dict[str, Any], lengths: list[int] | None = None) -> dict[str, Any]:
+    """The config under the target's fixed convention (for the target and the reference
+    alike), skipped as declined unless the target has every feature it uses, base features
+    (tensor parallelism, zigzag) included."""
+    config = h.with_convention(config)
+    h.require_config(config, lengths=lengths)
+    return config
 
 
 @pytest.mark.rules("R-IN-3", "R-IN-4", "R-META-4", "R-META-5", "R-ROW-1")
@@ -47,9 +48,8 @@ def test_numpy_integer_sizes(config: dict[str, Any], kind: Any) -> None:
     """Every rank's rows and position ids are the target's own for the same Python ints (the
     same config, R-IN-3), its plan is the reference's, and `max_seqlen`, `total` and
     `local_rows` are Python ints (R-META-4, R-META-5), not NumPy scalars that wrap at 2**63."""
-    _needs(config)
-    h.require("zero_length")
     seqs = [np.arange(n, dtype=np.int64) + 100 * n for n in (5, 0, 17, 3)]
+    config = _declared(config, [len(s) for s in seqs])
     given = _numpy_config(config, kind)
     cfg = reference.PackConfig(**config)
     for rank in range(cfg.cp_size):
@@ -77,13 +77,15 @@ def test_numpy_integer_sizes(config: dict[str, Any], kind: Any) -> None:
     {"cp_size": 2, "min_local_rows": 2**62},
     {"cp_size": 2**40, "min_local_rows": 2**40},
     {"cp_size": 3, "min_local_rows": 2**63 - 1},
-], ids=["cp4-mlr2^62", "cp2-mlr2^62", "cp2^40-mlr2^40", "cp3-mlr-int64max"])
+    {"cp_size": 4, "cp_layout": "contiguous", "min_local_rows": 2**62},
+], ids=["cp4-mlr2^62", "cp2-mlr2^62", "cp2^40-mlr2^40", "cp3-mlr-int64max",
+        "cp4-contiguous-mlr2^62"])
 def test_numpy_sizes_beyond_int64_products(config: dict[str, Any]) -> None:
     """Sizes whose products pass 2**63, given as np.int64 (capability `plan`): ValueError, as
     for the same Python ints (R-ERR-8: the total is above INT32_MAX); int64 arithmetic that
     wraps to a small total and is accepted would hand consumers a wrong buffer."""
     h.require("plan")
-    _needs(config)
+    config = _declared(config)
     given = _numpy_config(config, np.int64)
     got = h.outcome(lambda: h.target().plan([5, 3], dict(given)))
     want = h.outcome(lambda: reference.plan_thd([5, 3], reference.PackConfig(**config)))

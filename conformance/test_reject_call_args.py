@@ -9,11 +9,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import reference
-
+from . import contract
 from . import harness as h
 from .rejection import BASE_CONFIG, by_class, compare_pack, two_sequences
 from .strategies import (
+    Batch,
+    PackCase,
     bad_flags,
     bad_pad_values,
     bad_ranks,
@@ -65,16 +66,31 @@ def test_reject_pad_value(dtype_value: tuple[str, Any]) -> None:
                                          ("uint64", 2**63), ("uint16", 2**15)])
 def test_pad_value_at_the_sign_bit(dtype: str, value: int) -> None:
     """An unsigned pad value at or above the sign bit of the same-width signed type is written
-    exactly (capability `pad_value`): the rows equal the reference's."""
+    exactly (capability `pad_value`): every padding row of the target's own buffer (its
+    `cu_seqlens_padded` read through TE's partition, under its own convention and total) holds
+    the value, bit for bit."""
     seqs = [np.arange(3, dtype=dtype), np.arange(2, dtype=dtype)]
-    # Padding rows on rank 0 from a feature the target has: tp 4, else a bucket of 8 (the rows
-    # are the same under either placement of the total padding).
+    # Padding rows from a feature the target has: tp 4, else a bucket of 8 (5 tokens, a total
+    # of 8 or more under any convention).
     if "tensor_parallel" in h.caps():
         config: dict[str, Any] = {"tp_size": 4}
     elif "bucket" in h.caps():
         config = {"bucket": 8}
     else:
         pytest.skip("declined: tensor_parallel, bucket (no way to make padding rows)")
-    want, _, _ = reference.pack_thd(seqs, reference.PackConfig(**config), 0, pad_value=value)
-    got, _, _ = h.target().pack(seqs, config, 0, pad_value=value)
-    assert h.same_bits(np.asarray(got), want), f"{dtype} pad {value}: {got!r}, spec {want!r}"
+    config = h.with_convention(config)
+    case = PackCase(config, Batch((3, 2), dtype=dtype), pad_value=value)
+    got = h.run_target(case, seqs)
+    buffer = contract.check_buffer(got, config)
+    pad = np.full((), value, dtype=dtype)
+    rows = 0
+    for rank, out in enumerate(got):
+        seg, off = buffer.slots[rank]
+        padding = ~(off < np.array([3, 2, 0])[np.minimum(seg, 2)])
+        rows += int(padding.sum())
+        wrong = np.flatnonzero(padding & (np.asarray(out.rows) != pad))
+        if wrong.size:
+            k = int(wrong[0])
+            raise h.RuleViolation(f"{dtype} pad {value}: rank {rank} padding row {k} holds "
+                                  f"{out.rows[k]!r}", {"R-IN-5", "R-ROW-2"})
+    assert rows, f"config {config}: the target's buffer has no padding row"
