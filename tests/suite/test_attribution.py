@@ -62,3 +62,15 @@ def test_convention_bugs_are_charged_to_their_rules(tmp_path: Path) -> None:
     assert "fail" in {rules["R-TOTAL-1"]["status"], rules["R-FP8-1"]["status"]}
     by_test = {t["test"].split("::")[-1]: t for t in report["tests"]}
     assert by_test["test_total_is_the_smallest_meeting_every_requirement"]["status"] == "fail"
+
+
+def test_spec_example_mismatch_is_charged_to_its_fields_rule(tmp_path: Path) -> None:
+    """A wrong max_seqlen fails the worked examples on R-META-4 (or R-STATIC-2 under
+    max_seqlen='total') only, never on the other rules an example is tagged with."""
+    report = run_suite("fake_targets:WrongMaxSeqlenTarget", tmp_path,
+                       "conformance/test_spec_examples.py")
+    failed = [t for t in report["tests"] if t["status"] == "fail"]
+    assert failed, report["tests"]
+    wrong = [t for t in failed if not set(t["rules"]) <= {"R-META-4", "R-STATIC-2"}]
+    assert not wrong, wrong
+    assert report["rules"]["R-META-1"]["status"] != "fail", report["rules"]["R-META-1"]
