@@ -1,6 +1,6 @@
 """An error the target raises against the reference's (spec section 11): the outcome of a call,
 the same class, a message that names the field and the offending value, inputs left unchanged.
-Used by every tier; `rejection.py` builds the test_reject_* modules' comparison on these.
+Used by every tier and by test_rejections.py.
 """
 
 from __future__ import annotations

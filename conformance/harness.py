@@ -89,7 +89,7 @@ __all__ = [
     "META_RULES", "check_meta", "check_positions", "check_rows", "check_unpack_returns_batch",
     "describe_row", "meta_mismatches", "meta_rules", "num_seqs", "plan_stage", "same_bits",
     "same_value", "segment_count_problems",
-    # errors (`_names` too: nine test modules and rejection.py call `h._names`)
+    # errors (`_names` too: test modules call `h._names`)
     "FIELD_NAMES", "_names", "check_same_rejection", "names_number", "names_object", "outcome",
     "snapshot",
     # gradients, verdicts, the oracle

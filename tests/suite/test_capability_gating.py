@@ -44,8 +44,7 @@ def test_declined_features_never_fail(tmp_path: Path) -> None:
     those features are reported "declined", naming them."""
     report = run_suite("fake_targets:DecliningTarget", tmp_path,
                        "conformance/test_differential.py", "conformance/test_invariants.py",
-                       "conformance/test_spec_examples.py", "conformance/test_reject_config.py",
-                       "conformance/test_reject_call_args.py")
+                       "conformance/test_spec_examples.py", "conformance/test_rejections.py")
     failed = [t for t in report["tests"] if t["status"] not in ("pass", "declined", "skip")]
     assert not failed, failed
     rules = report["rules"]
