@@ -7,25 +7,43 @@ from pathlib import Path
 
 import pytest
 
+from .rejections import rows as rejection_rows
 from .rules import spec_examples, spec_rules
 
 HERE = Path(__file__).resolve().parent
 
 
+def _constants(nodes: list[ast.expr]) -> list[str]:
+    out: list[str] = []
+    for node in nodes:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            out.append(node.value)
+        elif isinstance(node, ast.Tuple | ast.List):
+            out.extend(_constants(node.elts))
+    return out
+
+
 def _cited_rules() -> dict[str, set[str]]:
-    """Rule IDs in @pytest.mark.rules(...) of every conformance test module (read statically,
-    so the answer does not depend on which tests were selected), plus the spec examples'."""
+    """Rule IDs in @pytest.mark.rules(...) (or a `rules=` argument, as test_contract.py's
+    registered checks take) of every conformance test module, read statically so the answer
+    does not depend on which tests were selected; plus the spec examples' and the rejection
+    table's rows (test_rejections.py)."""
     cited: dict[str, set[str]] = {}
     for path in sorted(HERE.glob("test_*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and node.func.attr == "rules"):
-                for arg in node.args:
-                    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
-                        cited.setdefault(arg.value, set()).add(path.name)
+            if not isinstance(node, ast.Call):
+                continue
+            found = [k.value for k in node.keywords if k.arg == "rules"]
+            if isinstance(node.func, ast.Attribute) and node.func.attr == "rules":
+                found += node.args
+            for rule in _constants(found):
+                cited.setdefault(rule, set()).add(path.name)
     for example in spec_examples():
         for rule in example["rules"]:
             cited.setdefault(rule, set()).add("test_spec_examples.py")
+    for key, row in rejection_rows():
+        for rule in (key, *row.also, *row.cites):
+            cited.setdefault(rule, set()).add("test_rejections.py")
     return cited
 
 
