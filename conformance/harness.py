@@ -55,6 +55,7 @@ from .running import (
     ref_config,
     run_reference,
     run_target,
+    run_target_packed,
     valid_input_rules,
 )
 from .under_test import (
@@ -84,7 +85,8 @@ __all__ = [
     "target_spec", "with_convention", "within_rows",
     # running
     "META_ARRAYS", "META_INTS", "REJECTIONS", "RankResult", "call_target", "readable_output",
-    "ref_config", "run_reference", "run_target", "valid_input_rules",
+    "ref_config", "run_reference", "run_target", "run_target_packed",
+    "valid_input_rules",
     # compare
     "META_RULES", "check_meta", "check_positions", "check_rows", "check_unpack_returns_batch",
     "describe_row", "meta_mismatches", "meta_rules", "num_seqs", "plan_stage", "same_bits",

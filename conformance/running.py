@@ -133,3 +133,21 @@ def run_target(case: PackCase, seqs: list[np.ndarray]) -> list[RankResult]:
         rows, pos, meta = readable_output(result, what)
         out.append(RankResult(rows, pos, meta))
     return out
+
+
+def run_target_packed(case: PackCase, seqs: list[np.ndarray]) -> list[Any]:
+    """As `run_target`, each rank's pack kept as the target's `Packed`, with what it gives
+    beside the rows (labels, loss mask; the model tier reads them), its rows, position ids and
+    meta read as `run_target` reads them."""
+    from .protocol import Packed
+    from .under_test import as_tuple
+
+    out = []
+    rules = valid_input_rules(case)
+    for rank in range(case.cp_size):
+        what = f"pack(rank {rank})"
+        result = call_target(what, target().adapter.pack, seqs, dict(case.config), rank,
+                             need_roll=case.need_roll, pad_value=case.pad_value, rules=rules)
+        rows, pos, meta = readable_output(as_tuple(result, what), what)
+        out.append(Packed(rows, pos, meta, result.labels, result.loss_mask))
+    return out

@@ -61,10 +61,12 @@ def _baseline(lengths: tuple[int, ...], seed: int) -> model.Baseline:
 
 
 def _shards(case: PackCase, seqs: list[np.ndarray]) -> list[model.Shard]:
-    """The target's packs on every rank: without need_roll for the inputs, and with it for the
-    labels when the case asks for them."""
-    inputs = h.run_target(replace(case, need_roll=False), seqs)
-    labels = h.run_target(case, seqs) if case.need_roll else None
+    """The target's packs on every rank: without need_roll for the inputs (and the labels it
+    gives beside them), and with it for the labels when the case asks for them."""
+    inputs = h.run_target_packed(replace(case, need_roll=False), seqs)
+    if any(p.labels is not None for p in inputs):
+        return model.make_shards(inputs, inputs, case.cp_size)
+    labels = h.run_target_packed(case, seqs) if case.need_roll else None
     return model.make_shards(inputs, labels, case.cp_size)
 
 

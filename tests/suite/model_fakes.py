@@ -129,3 +129,26 @@ class CrossingLabelTarget(ReferenceTarget):
             if i in following and len(seqs[i]) >= 2 and src.offset == len(seqs[i]) - 2:
                 rows[k] = seqs[following[i]][0]
         return _edited(result, rows, pos, meta)
+
+
+class FlatRollMaskTarget(ReferenceTarget):
+    """With need_roll, labels beside the inputs from one flat roll of the rank's buffer
+    (verl #6475) and a loss mask that keeps every real row: a sequence's last token gets the
+    next row, the next sequence's first token, as its label, and the mask lets the loss read
+    it."""
+
+    name = "flat-roll-mask"
+    description = "tests/suite: flat-rolled labels with a loss mask over every real row"
+
+    def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,
+             pad_value: Any = 0) -> Any:
+        from conformance.protocol import Packed
+
+        got = super().pack(seqs, config, cp_rank, need_roll=False, pad_value=pad_value)
+        if not need_roll:
+            return got
+        cfg = reference.PackConfig(**config)
+        plan = reference.plan_thd([len(s) for s in seqs], cfg)
+        real = np.asarray([src.seq < len(seqs) and src.offset < len(seqs[src.seq])
+                           for src in reference.row_map(plan, cfg, cp_rank)], dtype=bool)
+        return Packed(got.rows, got.position_ids, got.meta, np.roll(got.rows, -1), real)

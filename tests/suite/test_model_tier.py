@@ -63,3 +63,15 @@ def test_label_crossing_into_the_next_sequence(tmp_path: Path) -> None:
         assert got["rules"] == ["R-MODEL-4"], got
         assert "sequence 0 token 3: the loss reads label id" in got["message"], got["message"]
         assert "token 0 of sequence 2" in got["message"], got["message"]
+
+
+def test_flat_roll_label_read_through_the_loss_mask(tmp_path: Path) -> None:
+    """Labels beside the rows from a flat roll with a loss mask over every real row (verl
+    #6475): the loss reads the next sequence's first token as the label of a sequence's last
+    token; the tier reads the target's own labels and mask and names it (R-MODEL-4)."""
+    report = run_suite("model_fakes:FlatRollMaskTarget", tmp_path, f"{MODEL}::test_model_thd")
+    got = _failure(report, "test_model_thd")
+    assert got["rules"] == ["R-MODEL-4"], got
+    assert "the loss reads a label at sequence 0 token 4, its last" in got["message"], \
+        got["message"]
+    assert "token 0 of sequence 2" in got["message"], got["message"]
