@@ -169,9 +169,13 @@ CP_CASES: dict[str, PackCase] = {
     "cp4-zz-bucket-segment": _case(4, "zigzag", (13,), bucket=40, tail="segment"),
     "cp4-contig": _case(4, "contiguous", (17, 3, 0, 9), roll=True),
     "cp4-contig-tp2": _case(4, "contiguous", (30,), tp_size=2),
-    # spec/errata.md's smallest cases against verl 0.9.1 (E-1 token loss, E-2, E-3, E-4, E-5)
+    # spec/errata.md's cases against verl 0.9.1: E-1 and E-2 lose a sequence's last token
+    # (its log-prob) at their smallest, a labelled one (the loss) a little larger; E-3 reads a
+    # wrong label; E-4 and E-5 change slots no consumer reads.
     "e1-bucket": _case(2, "zigzag", (3,), bucket=6),
-    "e2-min-rows": _case(2, "zigzag", (1,), min_local_rows=3),
+    "e1-bucket-loss": _case(2, "zigzag", (13,), bucket=6),
+    "e2-min-rows": _case(2, "zigzag", (3,), min_local_rows=3),
+    "e2-min-rows-loss": _case(2, "zigzag", (9,), min_local_rows=7),
     "e3-zero-length-label": _case(2, "zigzag", (4, 0), roll=True),
     "e4-e5-roll": _case(2, "zigzag", (3, 4), roll=True),
 }
