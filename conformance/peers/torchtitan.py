@@ -9,7 +9,7 @@ wheel's source because the modules import the training stack (datasets, tyro, sp
   `0..n-1` appended to a stream that is cut into windows of exactly `seq_len` rows, a window's
   first partial document renumbered from 0;
 - `create_varlen_metadata_for_document` (`torchtitan/models/common/attention.py` lines
-  630-705) and its `VarlenMetadata`: the boundaries the varlen attention gets, a document
+  630-707) and its `VarlenMetadata`: the boundaries the varlen attention gets, a document
   starting wherever the position is 0.
 
 Glue: the object those methods run on (the attributes `__init__` sets: the samples as a list,

@@ -4,7 +4,7 @@ What runs: `torchtune/datasets/_packed.py` (torchtune 0.6.1, `pip install --no-d
 torchtune==0.6.1`), executed on its own with `torchtune/data/_common.py` from the wheel (the
 package's `__init__` imports torchao and the model zoo). `PackedDataset(ds, max_seq_len=N,
 padding_idx=0)` walks the samples in order (`_pack`, lines 102-164), concatenates `tokens`,
-`labels`, `input_pos` (offsets within the sample, line 140) and `seq_lens`, and pads each pack
+`labels`, `input_pos` (offsets within the sample, line 139) and `seq_lens`, and pads each pack
 to exactly N (`_pad_pack`, lines 228-268): tokens with `padding_idx`, labels with -100, the
 padding as one more `seq_lens` entry, and the padding's `input_pos` continuing from the last
 sample's (clamped to N - 1).

@@ -5,12 +5,12 @@ What runs: `DataCollatorForLanguageModeling` from `trl/trainer/sft_trainer.py` (
 collator `SFTTrainer` builds for padding-free training, and the `pad` helper it calls
 (`trl/trainer/utils.py`). sft_trainer.py and utils.py import accelerate, datasets and pandas,
 which a packing check does not need, so only the class definition (sft_trainer.py lines
-86-255) and `pad`'s definition (utils.py line 128) are compiled from the wheel's source, with
+86-254) and `pad`'s definition (utils.py line 128) are compiled from the wheel's source, with
 transformers' real `DataCollatorMixin` as the base class; tracebacks point into the wheel.
 `torch_call` (lines 168-228) concatenates the examples into one row, pads it with
 `pad_token_id` to a multiple of `pad_to_multiple_of` (position ids padded with 0, labels with
 -100), sets -100 at every label whose position id is 0, and derives `cu_seq_lens_q` from the
-position ids' zeros (line 211), so each padding row is a one-row segment.
+position ids' zeros (lines 211-214), so each padding row is a one-row segment.
 
 Glue (conformance/peers/_tokens.py): the rows as token ids and back (pad token id 0, whose row
 holds `pad_value`), and the shift of the unshifted labels that transformers' causal loss does.

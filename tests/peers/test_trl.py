@@ -55,7 +55,7 @@ def test_without_a_bucket_nothing_is_padded(target) -> None:  # type: ignore[no-
 
 
 def test_an_all_empty_batch_crashes(target) -> None:  # type: ignore[no-untyped-def]
-    # TRL 1.16: max() of the empty segment lengths (sft_trainer.py line 213). Pinned so that a
+    # TRL 1.16: max() of the empty segment lengths (sft_trainer.py line 214). Pinned so that a
     # fixed release shows here (docs/findings/trl.md).
     with pytest.raises(RuntimeError, match="numel"):
         target.pack([np.zeros(0, dtype=np.int64)], {"bucket": 4}, 0)

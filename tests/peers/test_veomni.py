@@ -48,7 +48,7 @@ def test_one_batch_packs_as_documented(target) -> None:  # type: ignore[no-untyp
 
 
 def test_an_empty_example_after_the_first_crashes(target) -> None:  # type: ignore[no-untyped-def]
-    # VeOmni 0.1.12 writes labels[i][0] for every example i >= 1 (data_collator.py line 297),
+    # VeOmni 0.1.12 writes labels[i][0] for every example i >= 1 (data_collator.py line 290),
     # out of range for an empty one. Pinned so that a fixed release shows (docs/findings).
     with pytest.raises(IndexError):
         target.pack([np.array([1, 2]), np.zeros(0, dtype=np.int64)], {}, 0)
