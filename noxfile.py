@@ -18,10 +18,9 @@ nox.options.reuse_existing_virtualenvs = True
 PYTHON = "3.11"
 VERL = "verl==0.9.1"
 OPENRLHF = "openrlhf==0.11.2"
-# The token-id packers (conformance/peers/): transformers with its own small dependencies (no
-# torch among them); TRL, torchtune, VeOmni and torchtitan --no-deps, since the files loaded
-# need only torch and transformers.
-TRANSFORMERS = "transformers==5.24.0"
+# The token-id packers (conformance/peers/): transformers is a test dependency already (the
+# model tier); TRL, torchtune, VeOmni and torchtitan --no-deps, since the files loaded need
+# only torch and transformers.
 TRL = "trl==1.16.0"
 TORCHTUNE = "torchtune==0.6.1"
 VEOMNI = "veomni==0.1.12"
@@ -39,7 +38,7 @@ TARGET_REQUIREMENTS: dict[str, list[str]] = {
     "verl-fsdp": ["--no-deps", VERL],
     "megatron-core": [],
     "openrlhf": ["--no-deps", OPENRLHF],
-    "transformers": [TRANSFORMERS],
+    "transformers": [],
     "trl": ["--no-deps", TRL],
     "torchtune": ["--no-deps", TORCHTUNE],
     "veomni": ["--no-deps", VEOMNI],
@@ -47,11 +46,6 @@ TARGET_REQUIREMENTS: dict[str, list[str]] = {
     "areal": ["--no-deps", AREAL],
     "megatron-bridge": ["--no-deps", MEGATRON_BRIDGE],
     "ms-swift": ["--no-deps", *MS_SWIFT],
-}
-# Installed (with their dependencies) before a target's --no-deps requirements above.
-TARGET_BASE_REQUIREMENTS: dict[str, list[str]] = {
-    "trl": [TRANSFORMERS],
-    "veomni": [TRANSFORMERS],
 }
 
 
@@ -76,7 +70,6 @@ def tests(session: nox.Session) -> None:
     # The peer targets' loader tests (tests/targets, tests/peers) read the peers' real wheels:
     # install them here too (small; --no-deps where a wheel pulls a training stack), so that
     # those tests run in CI instead of skipping.
-    session.install(TRANSFORMERS)
     session.install("--no-deps", VERL, OPENRLHF, TRL, TORCHTUNE, VEOMNI, TORCHTITAN, AREAL,
                     MEGATRON_BRIDGE, *MS_SWIFT)
     session.run("pytest", "tests", *session.posargs)
@@ -96,8 +89,6 @@ def conformance(session: nox.Session) -> None:
     for spec in (a.partition("=")[2] for a in session.posargs if a.startswith("--install=")):
         session.install(spec)
     name = _target_name(args, session.env) or ""
-    if TARGET_BASE_REQUIREMENTS.get(name):
-        session.install(*TARGET_BASE_REQUIREMENTS[name])
     requirements = TARGET_REQUIREMENTS.get(name, [])
     if requirements:
         session.install(*requirements)

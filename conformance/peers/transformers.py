@@ -39,8 +39,8 @@ def load_collator_class() -> tuple[type, str]:
         from transformers.data.data_collator import DataCollatorWithFlattening
     except ImportError as exc:
         raise RuntimeError(
-            f"transformers is not installed ({exc}); `nox -s conformance -- --target "
-            f"transformers` installs transformers=={EXPECTED_VERSION}") from None
+            f"transformers is not installed ({exc}); it is a test dependency: "
+            f"pip install -e '.[test]' (transformers=={EXPECTED_VERSION})") from None
     return DataCollatorWithFlattening, transformers.__version__
 
 

@@ -14,7 +14,7 @@ import pytest
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("transformers") is None,
-    reason="transformers is not installed (`nox -s conformance -- --target transformers` "
+    reason="transformers is not installed (a test dependency: pip install -e '.[test]' "
     "installs transformers==5.24.0)")
 
 

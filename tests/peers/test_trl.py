@@ -21,7 +21,7 @@ except importlib.metadata.PackageNotFoundError:
 pytestmark = pytest.mark.skipif(
     _DIST is None or importlib.util.find_spec("transformers") is None,
     reason="trl or transformers is not installed (`nox -s conformance -- --target trl` "
-    "installs trl==1.16.0 --no-deps and transformers==5.24.0)")
+    "installs trl==1.16.0 --no-deps; transformers is a test dependency)")
 
 
 @pytest.fixture(scope="module")

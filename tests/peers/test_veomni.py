@@ -21,7 +21,7 @@ except importlib.metadata.PackageNotFoundError:
 pytestmark = pytest.mark.skipif(
     _DIST is None or importlib.util.find_spec("transformers") is None,
     reason="veomni or transformers is not installed (`nox -s conformance -- --target veomni` "
-    "installs veomni==0.1.12 --no-deps and transformers==5.24.0)")
+    "installs veomni==0.1.12 --no-deps; transformers is a test dependency)")
 
 
 @pytest.fixture(scope="module")
