@@ -34,7 +34,6 @@ labels are `torch.roll` of the padded ids, `megatron_engine.py:899`) are not wir
 from __future__ import annotations
 
 import ast
-import math
 import types
 from pathlib import Path
 from typing import Any
@@ -190,14 +189,6 @@ class ArealTarget:
         }
         position_ids = padded["position_ids"].numpy() if cp == 1 else None
         return Packed(rows[0].numpy(), position_ids, meta)
-
-
-def total_of(lengths: list[int], tp: int, cp: int, page: int = 256) -> int:
-    """AReaL's total, as its documentation states it (for the loader test's expectation)."""
-    a = tp * cp * 2 if cp > 1 else tp
-    s = sum(-(-n // a) * a for n in lengths)
-    m = math.lcm(a, page)
-    return -(-s // m) * m
 
 
 TARGET = ArealTarget

@@ -8,6 +8,7 @@ state: sequences padded to `tp * cp * 2` (cp > 1), the pack padded to a multiple
 from __future__ import annotations
 
 import importlib.metadata
+import math
 from pathlib import Path
 
 import numpy as np
@@ -65,3 +66,16 @@ def test_the_adapter_refuses_what_areal_does_not_do(target) -> None:  # type: ig
         target.pack([np.array([1])], {"bucket": 512}, 0)
     with pytest.raises(NotImplementedError, match="zigzag"):
         target.pack([np.array([1])], {"cp_size": 2, "cp_layout": "contiguous"}, 0)
+
+
+@pytest.mark.parametrize(("tp", "cp", "lengths"), [(3, 1, [5, 700]), (2, 3, [1, 1, 1]),
+                                                   (1, 4, [0, 250, 7])])
+def test_the_total_is_the_page_multiple(target, tp, cp, lengths) -> None:  # type: ignore[no-untyped-def]
+    """T = ceil_to(sum of ceil_to(L, a), lcm(a, 256)) with a = tp * cp * 2 (cp > 1) or tp."""
+    a = tp * cp * 2 if cp > 1 else tp
+    s = sum(-(-n // a) * a for n in lengths)
+    m = math.lcm(a, 256)
+    seqs = [np.arange(1, n + 1) for n in lengths]
+    meta = target.pack(seqs, {"tp_size": tp, "cp_size": cp}, 0).meta
+    assert meta["total"] == -(-s // m) * m
+    assert meta["local_rows"] * cp == meta["total"]
