@@ -4,8 +4,8 @@ A varlen attention kernel (TE's THD path, flash-attn's ``*_varlen_func``, torch'
 ``varlen_attn``) takes the packed rows, ``cu_seqlens_padded`` (the layout), the real
 ``cu_seqlens`` and ``max_seqlen``, a Python int. Under ``torch.compile(dynamic=False)`` every
 tensor shape and every Python int is a guard, so each new ``(rows, len(cu_seqlens*),
-max_seqlen)`` is a new graph. A probe that takes the rows alone, as the planner's first probe
-did, shows one graph per row count and hides the metadata's recompiles.
+max_seqlen)`` is a new graph. A probe that took the rows alone would show one graph per row
+count and hide the metadata's recompiles.
 
 On CPU the stand-in (:class:`PaddedSDPAProbe`) scatters the rows into ``[K, max_seqlen, H]``
 by the metadata, runs causal SDPA and gathers back: its shapes derive from the metadata the way

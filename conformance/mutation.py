@@ -1,29 +1,22 @@
 """Mutation testing of impl/ against the conformance suite: `nox -s mutation`.
 
-Runs mutmut 3 over impl/ with the tests = this suite (target impl, ci profile; the distributed
-check is left out because every mutant would start process groups), in a scratch copy of the
-repository so that mutmut's setup.cfg and mutants/ never touch the checkout; serially, without
-pytest-xdist even where the suite's own sessions use it (mutmut runs every mutant in a fork of its
-own). Prints the kill
-rate and the surviving mutants, and writes reports/mutation.json.
+Runs mutmut 3 over impl/ with this suite as the tests (target impl, ci profile, without the
+distributed check, which would start process groups for every mutant), in a scratch copy of the
+repository so that mutmut's files never touch the checkout. Prints the kill rate and the
+surviving mutants (marking those not recorded in EQUIVALENT_MUTANTS.md), the kill rate without
+the survivors recorded there as equivalent, and writes reports/mutation.json.
 
 Usage: python conformance/mutation.py [--workdir DIR] [--max-children N] [--keep]
                                       [--sample N [--seed S]] [--no-distributed]
                                       [--distributed-timeout S] [--distributed-budget S]
                                       [MUTANT ...]
 
-A full run checked about 2,000 mutants in about 30 minutes on 2 cores (`--max-children 2`,
-impl 4b5e59b), plus about 40 s per distributed re-check;
-`--sample N` checks a seeded uniform random sample of N mutants and reports the kill rate of
-the sample with a 95% interval.
-
-After mutmut, every surviving mutant of impl/megatron.py's `postprocess_thd_engine`,
-`postprocess_packed_seqs` and `_cp_info` (the code only a real process group reaches) is
-re-checked with conformance/test_distributed.py, run in mutmut's `mutants/` directory with
-`MUTANT_UNDER_TEST=<name>` (about 40 s each on 2 cores; `--distributed-timeout` per mutant,
-`--distributed-budget` for all of them). A failure there, or a hang past the timeout, is a kill,
-reported separately as "killed by the distributed check"; the headline kill rate counts mutmut's
-kills only. The check first runs once without a mutant: if that fails, no mutant is re-checked.
+`--sample N` checks a seeded random sample of N mutants and reports its kill rate with a 95%
+interval. After mutmut, the survivors in the code only a real process group reaches
+(impl/megatron.py's postprocess functions and `_cp_info`) are re-checked with
+conformance/test_distributed.py under `MUTANT_UNDER_TEST=<name>`; a failure or a hang there is
+reported as "killed by the distributed check", apart from mutmut's kill rate. That check first
+runs once without a mutant: if it fails, no mutant is re-checked.
 """
 
 from __future__ import annotations

@@ -95,7 +95,7 @@ def make_qkv(
     )
 
 
-# The CUDA-graph stream (issue 14): micro-batches of different B (1..7, zero-length sequences
+# The CUDA-graph stream: micro-batches of different B (1..7, zero-length sequences
 # included) whose packs all fall in one bucket of 512 rows with tp 2, so that with
 # max_num_seqs = 8 and max_seqlen="total" one captured graph serves every one of them.
 GRAPH_STREAM: tuple[tuple[int, ...], ...] = (

@@ -1,5 +1,5 @@
 """Capture packed attention (forward and backward) once in a CUDA graph and replay it over
-micro-batches of different B within one bucket (issue 14).
+micro-batches of different B within one bucket.
 
 A captured graph reads fixed addresses, so each micro-batch is packed eagerly with impl and copied
 into the graph's static inputs (the rows, cu_seqlens, cu_seqlens_padded), as Megatron's CUDA-graph

@@ -58,7 +58,7 @@ EOF
 } >"$out_dir/env.txt" 2>&1
 cat "$out_dir/env.txt"
 
-# Every test file, listed in run order: the static-metadata checks (issue 14) first, so a run cut
+# Every test file, listed in run order: the static-metadata checks first, so a run cut
 # short by the budget still reports them. tests/gpu_harness checks that this list is complete.
 test_files=(
     gpu_tests/test_static_metadata.py

@@ -1,4 +1,4 @@
-"""Static metadata (spec 1.1 R-STATIC-1/2, issue 14) as a consumer sees it, and two graph-safe
+"""Static metadata (R-STATIC-1/2) as a consumer sees it, and two graph-safe
 torch fallbacks that read it without a host sync.
 
 With ``max_num_seqs = N`` every plan has N entries (``cu_seqlens*`` N + 1; the entries past the
@@ -8,8 +8,8 @@ real content are zero-length at the end of the buffer), and with ``max_seqlen="t
 of different B: one captured CUDA graph serves them all.
 
 Why zero-length entries and an inflated max_seqlen are safe for the kernels is written up, from
-the sources, in the spec (for the source lines: /work/facts14.md, TE's cuDNN path itself pads the
-batch with zero-length sequences; FA2 CTAs past a sequence's real length exit at once).
+the kernels' sources, in the spec's §4a (TE's cuDNN path itself pads the batch with zero-length
+sequences; FA2 CTAs past a sequence's real length exit at once).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """One CUDA-graph capture of packed attention (forward + backward), replayed over micro-batches of
-different B within one bucket, with ``max_num_seqs`` and ``max_seqlen="total"`` (issue 14).
+different B within one bucket, with ``max_num_seqs`` and ``max_seqlen="total"``.
 
 Each micro-batch is packed with impl and copied into the graph's static inputs (rows,
 cu_seqlens, cu_seqlens_padded; ``cuda_graph.py`` says why packing itself stays outside the

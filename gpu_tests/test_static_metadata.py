@@ -1,4 +1,4 @@
-"""Real attention kernels on packs with static metadata (issue 14): zero-length trailing entries
+"""Real attention kernels on packs with static metadata: zero-length trailing entries
 (``max_num_seqs``, R-STATIC-1) and ``max_seqlen = total`` (R-STATIC-2), against the fp32
 per-sequence reference.
 

@@ -3,33 +3,14 @@
 """`pack_thd`: one gather per packed tensor through the rank's row map (spec §1, §5-§8, §11).
 
 Inputs (R-IN-1): a list/tuple of tensors `[L_i, *trail]`, a jagged nested tensor (gathered
-straight from its values buffer), or a flat values tensor `[sum L_i, *trail]` plus `lengths=`.
-
-Cost per call, independent of the batch size B in number of torch ops: the plan and the
-chunk table are computed on the host with CPU tensor ops; on the data's device the call runs a
-fixed sequence of ops: one row-map buffer (zero buffer + accumulating indexed write + scan) whose
-scan into a fresh buffer gives the position ids and which, after a second O(B) write and a scan
-in place, holds the gather index (`rowmap.positions_and_sources`), then one `index_select`. On
-each chunk's padding rows the index holds source rows inside the buffer, so it needs no clamp;
-those rows are then written by one `index_fill_`, its index built in the spent index buffer.
-A list input is first concatenated into one buffer. Extra memory on the device: one int64 per
-output row (the index buffer, two spare elements). When a padding run is longer than the whole
-source (a large bucket over a tiny batch), or when the values require grad (the gather's
-backward keeps its index), the index is built on its own (`gather_index`): int32 (int64
-beyond about 3e8 rows), plus one int64 per padding row or, when they are more than half of the
-rows, a bool mask and one `masked_fill_`; still within 8 bytes per row.
-
-Busy hosts (issue 15): with lengths on the host, no pass over the rows before the gather is
-element-wise, so none forks torch's CPU thread pool, whose regions stall while other processes
-hold the cores. The gather itself is torch's `index_select`: one thread for 1-D rows, the pool
-for rows with trailing dims (as any gather of those rows is). Element-wise passes remain only
-where padding is written: `index_fill_` (padding rows only) or the mask path's `masked_fill_`,
-and a rank without real rows (`torch.full`).
-
-Synchronisation: with lengths on the host (a list/tuple, a CPU tensor, or any list of tensors,
-whose shapes are host metadata) no device-to-host copy happens. When the lengths live on an
-accelerator (a CUDA nested tensor's offsets, or a CUDA `lengths=` tensor), they are copied to the
-host once, which synchronises with the device; pass host lengths to avoid it.
+straight from its values buffer), a flat values tensor `[sum L_i, *trail]` plus `lengths=`, or a
+padded batch plus `mask=` (`masked.py`). The plan and the chunk table are built on the host; on
+the data's device a fixed sequence of ops, whatever B, builds the position ids and the gather
+index in one row-map buffer (`rowmap.positions_and_sources`), gathers once (`index_select`) and
+writes the padding rows (`index_fill_`). Extra device memory: at most 8 bytes per output row.
+With lengths on the host nothing is copied from the device; lengths on an accelerator are
+copied to the host once. No pass over the rows before the gather forks torch's CPU thread pool,
+so a pack does not stall on a busy host.
 """
 
 from __future__ import annotations

@@ -6,17 +6,13 @@ A rank's local rows are a concatenation of *chunks*, one or two per sequence: ru
 offsets are consecutive within one padded sequence (its real rows, then its padding rows). The
 chunk table has O(B) entries and is built on the host with a constant number of CPU tensor ops.
 A per-row quantity that is piecewise linear in the row `k` (a ramp `k + D_m` or a step `D_m` on
-chunk `m`, or pieces of slope 0 and 1) is expanded on the target device from its second
-difference, which is zero except at O(B) rows (`second_sums`): a zero buffer, one accumulating
-indexed write (empty chunks need no filtering on the host), two in-place cumulative sums.
-The position ids and the gather index share one such buffer (`positions_and_sources`): both
-are ramps of slope 1 on every piece, so their first differences differ at O(B) rows only.
+chunk `m`) is expanded on the target device from its second difference, which is zero except at
+O(B) rows (`second_sums`): a zero buffer, one accumulating indexed write, two cumulative sums.
+The position ids and the gather index share one such buffer (`positions_and_sources`).
 
-Every pass over the rows is then a plain loop or a 1-D scan (`repeat_interleave` of one count,
-`cumsum`), which torch runs on one thread on the CPU. Element-wise passes (`fill_` behind
-`torch.full`, `clamp_`) fork torch's intra-op thread pool once they pass its grain size (32768
-elements), and on a busy host each such region waits for a descheduled core: measured on 2
-cores with one spinning process per core, one pack went from under 1 ms to 5-60 ms (issue 15).
+Every pass over the rows is a 1-D scan (`repeat_interleave` of one count, `cumsum`), which torch
+runs on one thread on the CPU; element-wise fills fork torch's intra-op thread pool past its
+grain size and stall when other processes hold the cores.
 """
 
 from __future__ import annotations

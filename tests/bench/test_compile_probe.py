@@ -1,4 +1,4 @@
-"""The honest compile probe: what a varlen-attention consumer recompiles for (issue 14).
+"""The honest compile probe: what a varlen-attention consumer recompiles for.
 
 Micro-batches, totals and entry counts are checked against ``reference.plan_thd`` (the literal
 spec); the stand-in attention against a per-sequence loop written here.

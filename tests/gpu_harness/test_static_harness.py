@@ -1,4 +1,4 @@
-"""CPU checks of the static-metadata GPU tests' plumbing (issue 14; no GPU needed).
+"""CPU checks of the static-metadata GPU tests' plumbing (no GPU needed).
 
 They show that (1) the static packs the GPU tests build have the shapes the spec promises and one
 graph key across the CUDA-graph stream (several without static metadata), (2) the torch

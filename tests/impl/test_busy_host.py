@@ -1,4 +1,4 @@
-"""Issue 15: no pass over the output rows before the gather forks torch's CPU thread pool.
+"""Busy hosts: no pass over the output rows before the gather forks torch's CPU thread pool.
 
 Element-wise kernels (`fill_` behind `torch.full`, `clamp_`, arithmetic, copies) run as
 parallel regions once they pass torch's grain size (32768 elements), and stall on a busy host.
