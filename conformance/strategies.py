@@ -293,6 +293,8 @@ def convention_declined(caps: frozenset[str], config: dict[str, Any]) -> list[st
     mns = config.get("max_num_seqs")
     if mns is not None and "static_metadata" not in caps and "static_metadata" not in out:
         out.append("static_metadata")
+    if config.get("fixed_total") is not None and "fixed_total" not in caps:
+        out.append("fixed_total")
     return out
 
 
@@ -314,6 +316,10 @@ def unknown_fields(caps: frozenset[str], config: dict[str, Any]) -> list[str]:
     if "max_num_seqs" in config and config["max_num_seqs"] is not None \
             and "static_metadata" not in caps:
         out.append("static_metadata")
+    if config.get("fixed_total") is not None and "fixed_total" not in caps:
+        out.append("fixed_total")
+    if "ignore_index" in config and "labels_ignore" not in caps:
+        out.append("labels_ignore")
     return sorted(set(out))
 
 

@@ -143,3 +143,16 @@ def test_fit_fixed_total() -> None:
     assert s.fit_fixed_total({"cp_size": 2}, (3, 5), 2)["fixed_total"] == 20
     assert s.fit_fixed_total({"bucket": 8}, (3,), 1) == {"bucket": 8}
     assert s.fit_fixed_total({}, (0,), 0)["fixed_total"] == 1
+
+
+def test_spec_1_2_fields_of_a_target_without_them_are_declined() -> None:
+    """A config written once for every target (a spec example) that sets fixed_total or
+    ignore_index is declined by a target without those features, valid value or not."""
+    plain = declared_capabilities(fake())
+    assert s.declined(plain, {"fixed_total": 16}) == ["fixed_total"]
+    assert s.unknown_fields(plain, {"fixed_total": 0}) == ["fixed_total"]
+    assert s.unknown_fields(plain, {"labels": "ignore", "ignore_index": True}) == [
+        "labels_ignore"]
+    fixed = declared_capabilities(fake(features=frozenset({"fixed_total"})))
+    assert s.declined(fixed, {"fixed_total": 16}) == []
+    assert s.unknown_fields(fixed, {"fixed_total": 0}) == []
