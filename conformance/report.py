@@ -237,7 +237,9 @@ _CALL = re.compile(r"^[^:]*: \w+\((.*)\)\s*$", re.DOTALL)
 def failing_input(entry: dict[str, Any]) -> str:
     """The smallest input of a failed test: hypothesis' minimal example without the test's name
     (so that tests given the same input agree), else the test's parameters, else its name."""
-    examples = sorted(entry.get("counterexamples") or [], key=len)
+    # hypothesis' explain phase adds comments ("# or any other generated value"): not input
+    examples = sorted((re.sub(r"(?m)^\s*#.*$|  # .*$", "", e)
+                       for e in entry.get("counterexamples") or []), key=len)
     if examples:
         match = _CALL.match(examples[0])
         return " ".join((match.group(1) if match else examples[0]).split()).rstrip(",")

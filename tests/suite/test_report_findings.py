@@ -16,7 +16,9 @@ def entry(test: str, status: str, rules: list[str], example: str | None,
 ENTRIES = [
     entry("test_a", "fail", ["R-TOTAL-4"], CASE.format("test_a")),
     entry("test_b", "fail", ["R-ALIGN-3", "R-CONSUMER-2"], CASE.format("test_b")),
-    entry("test_c", "fail", ["R-ROW-1"], "Falsifying example: test_c(\n    lengths=[0, 0, 1],\n)"),
+    entry("test_c", "fail", ["R-ROW-1"], "Falsifying example: test_c(\n    # The test always "
+          "failed when commented parts were varied together.\n    lengths=[0, 0, 1],  # or any "
+          "other generated value\n)"),
     entry("test_d[cp2]", "fail", ["R-ERR-5"], None),
     entry("test_e", "target-error", [], "Falsifying example: test_e(\n    lengths=[0],\n)",
           message="TargetError: pack crashed: IndexError", blocked_rules=["R-CONSUMER-7"]),
