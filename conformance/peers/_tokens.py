@@ -73,20 +73,3 @@ def refuse_undeclared(config: dict[str, Any], who: str, supports: tuple[str, ...
     if config.get("max_seqlen", "exact") != "exact":
         raise NotImplementedError(f"max_seqlen={config['max_seqlen']!r}: {who} has none")
 
-
-def declarable(**convention: str) -> dict[str, str]:
-    """The part of a packer's fixed convention that the protocol's vocabulary can say (spec
-    1.2's values, `tail="tokens"` and `labels="ignore"`, where the protocol has them). A value
-    it cannot say yet is left out, and the adapter declines the features that need it."""
-    from ..protocol import CONVENTION_VALUES
-
-    return {key: value for key, value in convention.items()
-            if value in CONVENTION_VALUES.get(key, {})}
-
-
-def known_features(*names: str) -> frozenset[str]:
-    """Those of `names` that the protocol's vocabulary has (spec 1.2's `fixed_total` where it
-    has it), as `declarable` does for conventions."""
-    from ..protocol import FEATURES
-
-    return frozenset(name for name in names if name in FEATURES)

@@ -88,8 +88,8 @@ class TorchtitanTarget:
 
     name = "torchtitan"
     declared = Declared(
-        convention=_tokens.declarable(seq_align="none"),
-        lacks=frozenset({"tensor_parallel", "zigzag", "contiguous", "zero_length"}),
+        convention={"seq_align": "none", "zero_length": "omit"},
+        lacks=frozenset({"tensor_parallel", "zigzag", "contiguous"}),
         validated_elsewhere=frozenset({"config", "parallel_state", "batch", "need_roll_type"}),
         max_rows=1 << 20,
     )

@@ -69,21 +69,16 @@ def load_packed_module() -> tuple[types.ModuleType, str]:
     return module, version
 
 
-# Spec 1.2's words for what the dataset does, as far as the protocol has them yet.
-_CONVENTION = _tokens.declarable(seq_align="none", labels="ignore")
-
-
 class TorchtuneTarget:
     """Adapter over torchtune's PackedDataset (max_seq_len = fixed_total; one pack, one rank)."""
 
     name = "torchtune"
     declared = Declared(
-        features=_tokens.known_features("fixed_total")
-        | frozenset({"need_roll"} if "labels" in _CONVENTION else ()),
+        features=frozenset({"fixed_total", "need_roll"}),
         # zero_length: kept inside a pack (loader test), but a batch with no token makes no
         # pack at all, which the spec has no words for (docs/findings/torchtune.md).
         lacks=frozenset({"tensor_parallel", "zigzag", "contiguous", "zero_length"}),
-        convention={"tail": "segment", **_CONVENTION},
+        convention={"tail": "segment", "seq_align": "none", "labels": "ignore"},
         validated_elsewhere=frozenset({"config", "parallel_state", "batch", "need_roll_type"}),
         max_rows=1 << 20,
     )

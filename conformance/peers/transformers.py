@@ -44,18 +44,14 @@ def load_collator_class() -> tuple[type, str]:
     return DataCollatorWithFlattening, transformers.__version__
 
 
-# Spec 1.2's words for what the collator does, as far as the protocol has them yet.
-_CONVENTION = _tokens.declarable(seq_align="none", labels="ignore")
-
-
 class TransformersTarget:
     """Adapter over transformers' DataCollatorWithFlattening (one rank, no padding)."""
 
     name = "transformers"
     declared = Declared(
-        features=frozenset({"need_roll"} if "labels" in _CONVENTION else ()),
-        convention=_CONVENTION,
-        lacks=frozenset({"tensor_parallel", "zigzag", "contiguous", "zero_length"}),
+        features=frozenset({"need_roll"}),
+        convention={"seq_align": "none", "labels": "ignore", "zero_length": "omit"},
+        lacks=frozenset({"tensor_parallel", "zigzag", "contiguous"}),
         validated_elsewhere=frozenset({"config", "parallel_state", "batch", "need_roll_type"}),
         max_rows=1 << 20,
     )

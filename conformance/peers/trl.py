@@ -52,20 +52,15 @@ def load_collator_class() -> tuple[type, str]:
     return _wheel.load_class(path, "DataCollatorForLanguageModeling", namespace), version
 
 
-# Spec 1.2's words for what the collator does, as far as the protocol has them yet; the bucket
-# (pad_to_multiple_of) is declared only with tail="tokens", its padding's layout.
-_CONVENTION = _tokens.declarable(tail="tokens", seq_align="none", labels="ignore")
-
-
 class TrlTarget:
     """Adapter over TRL's padding-free DataCollatorForLanguageModeling (one rank)."""
 
     name = "trl"
     declared = Declared(
-        features=frozenset({"bucket"} if "tail" in _CONVENTION else ())
-        | frozenset({"need_roll"} if "labels" in _CONVENTION else ()),
-        convention=_CONVENTION,
-        lacks=frozenset({"tensor_parallel", "zigzag", "contiguous", "zero_length"}),
+        features=frozenset({"bucket", "need_roll"}),
+        convention={"tail": "tokens", "seq_align": "none", "labels": "ignore",
+                    "zero_length": "omit"},
+        lacks=frozenset({"tensor_parallel", "zigzag", "contiguous"}),
         validated_elsewhere=frozenset({"config", "parallel_state", "batch", "need_roll_type"}),
         max_rows=1 << 20,
     )

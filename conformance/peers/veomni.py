@@ -74,19 +74,15 @@ def load_collator_module() -> tuple[types.ModuleType, str]:
     return module, version
 
 
-# Spec 1.2's words for what the collator does, as far as the protocol has them yet.
-_CONVENTION = _tokens.declarable(seq_align="none", labels="ignore")
-
-
 class VeOmniTarget:
     """Adapter over VeOmni's PackingCollator (pad_to_length = fixed_total; one rank)."""
 
     name = "veomni"
     declared = Declared(
-        features=_tokens.known_features("fixed_total")
-        | frozenset({"need_roll"} if "labels" in _CONVENTION else ()),
-        lacks=frozenset({"tensor_parallel", "zigzag", "contiguous", "zero_length"}),
-        convention={"tail": "segment", **_CONVENTION},
+        features=frozenset({"fixed_total", "need_roll"}),
+        lacks=frozenset({"tensor_parallel", "zigzag", "contiguous"}),
+        convention={"tail": "segment", "seq_align": "none", "labels": "ignore",
+                    "zero_length": "omit"},
         validated_elsewhere=frozenset({"config", "parallel_state", "batch", "need_roll_type"}),
         max_rows=1 << 20,
     )
