@@ -29,16 +29,7 @@ from hypothesis import strategies as st
 from . import contract
 from . import harness as h
 from .protocol import zero_length_of
-from .strategies import (
-    Batch,
-    PackCase,
-    batches,
-    configs,
-    fit_fixed_total,
-    fit_static,
-    fp8_strategy,
-    pack_cases,
-)
+from .strategies import Batch, PackCase, batches, configs, fit_static, fp8_strategy, pack_cases
 
 CAPS = h.caps()
 _SMALL = batches(caps=CAPS, max_batch=16, budget=800)
@@ -79,12 +70,7 @@ def excluding(draw: str, case: PackCase) -> PackCase:
         lengths = (2, *lengths[1:])
     if lengths == case.batch.lengths:
         return case
-    config = case.config
-    if config.get("fixed_total") is not None:  # R-TOTAL-7: the longer batch must still fit
-        fitted = fit_fixed_total(config, lengths, 0)["fixed_total"]
-        config = {**config, "fixed_total": max(config["fixed_total"], fitted)}
-    return dataclasses.replace(
-        case, config=config, batch=dataclasses.replace(case.batch, lengths=lengths))
+    return dataclasses.replace(case, batch=dataclasses.replace(case.batch, lengths=lengths))
 
 
 def _cases(need_roll: bool | None, draw: str = "any", config: Any = _CONFIGS) -> Any:
