@@ -57,25 +57,31 @@ def degenerate(lengths: tuple[int, ...]) -> bool:
     return sum(lengths) <= 1
 
 
-def excluding(draw: str, case: PackCase) -> PackCase:
-    """The case as the named draw judges it: "nondegenerate" gives a degenerate batch a first
+def excluding_batch(draw: str, batch: Batch) -> Batch:
+    """The batch as the named draw judges it: "nondegenerate" gives a degenerate batch a first
     sequence of 2 tokens (zero-length sequences elsewhere stay, trailing ones too);
     "nonempty" drops the zero-length sequences, then does the same."""
-    lengths = case.batch.lengths
+    lengths = batch.lengths
     if draw == "any":
-        return case
+        return batch
     if draw == "nonempty":
         lengths = tuple(n for n in lengths if n) or (2,)
     if degenerate(lengths):
         lengths = (2, *lengths[1:])
-    if lengths == case.batch.lengths:
-        return case
-    return dataclasses.replace(case, batch=dataclasses.replace(case.batch, lengths=lengths))
+    return batch if lengths == batch.lengths else dataclasses.replace(batch, lengths=lengths)
+
+
+def excluding(draw: str, case: PackCase) -> PackCase:
+    """A pinned case as the named draw judges it (its config sizes nothing to the batch)."""
+    batch = excluding_batch(draw, case.batch)
+    return case if batch is case.batch else dataclasses.replace(case, batch=batch)
 
 
 def _cases(need_roll: bool | None, draw: str = "any", config: Any = _CONFIGS) -> Any:
-    return pack_cases(caps=CAPS, need_roll=need_roll, config=config, batch=_SMALL).map(
-        lambda case: excluding(draw, case))
+    """Drawn cases whose batch is excluded before the config is fitted to it (max_num_seqs,
+    fixed_total)."""
+    return pack_cases(caps=CAPS, need_roll=need_roll, config=config,
+                      batch=_SMALL.map(lambda batch: excluding_batch(draw, batch)))
 
 
 def _zz(**config: Any) -> dict[str, Any]:
