@@ -17,7 +17,7 @@ from . import harness as h
 from .protocol import CONVENTION_CAPABILITIES, plain_meta
 from .strategies import Batch, PackCase, batches, configs, pack_cases
 
-# The Megatron view keeps verl's convention (issue 12): spec 1.1's other conventions are not drawn.
+# The Megatron view keeps verl's convention: spec 1.1's other conventions are not drawn.
 CAPS = h.caps() - CONVENTION_CAPABILITIES
 # The engine functions also take spec 1.1's static metadata (keyword-only, R-MEG-10).
 PRE_CAPS = CAPS | (h.caps() & {"static_metadata"})

@@ -18,7 +18,7 @@ from ._megatron_slots import slot_values
 from .protocol import CONVENTION_CAPABILITIES
 from .strategies import Batch, PackCase, batches, configs, pack_cases
 
-# The Megatron view keeps verl's convention (issue 12): spec 1.1's other conventions are not drawn.
+# The Megatron view keeps verl's convention: spec 1.1's other conventions are not drawn.
 CAPS = h.caps() - CONVENTION_CAPABILITIES
 THD_FIELDS = ("qkv_format", "cu_seqlens_q", "cu_seqlens_kv", "cu_seqlens_q_padded",
               "cu_seqlens_kv_padded", "max_seqlen_q", "max_seqlen_kv")

@@ -1,4 +1,4 @@
-"""Honest failure attribution (issue 11, part 3): a convention difference gets a rule verdict,
+"""Honest failure attribution: a convention difference gets a rule verdict,
 a crash of the target is a target error charged to no rule."""
 
 from __future__ import annotations

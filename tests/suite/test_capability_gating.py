@@ -1,4 +1,4 @@
-"""A target that declines features gets no failure from them (issue 11, part 2)."""
+"""A target that declines features gets no failure from them."""
 
 from __future__ import annotations
 
