@@ -126,6 +126,9 @@ CONVENTION_VALUES: dict[str, dict[Any, str | None]] = {
 # zero-length convention (spec R-META-8: "keep", the default, or "omit"), which is no config
 # field: the contract reads it (R-CONSUMER-14).
 FIXED_FIELDS = ("tail", "seq_align", "labels")
+# A bucket the packer always pads to, whatever the caller asks (AReaL's 256-row page): the
+# suite then draws that bucket only and declines configs with another one or none.
+FIXED_BUCKET = "bucket"
 ZERO_LENGTH = ("keep", "omit")
 FP8_RECIPES = ("tensor", "mxfp8", "block", "nvfp4")
 # The features of the non-default conventions (a Megatron view keeps the defaults).
@@ -166,11 +169,15 @@ def problems(target: Any) -> list[str]:
     for key, value in decl.convention.items():
         if key == "zero_length" and value in ZERO_LENGTH:
             continue
+        if key == FIXED_BUCKET:
+            if type(value) is not int or value < 1:
+                out.append(f"convention bucket={value!r}: a fixed bucket is an int >= 1")
+            continue
         if key not in FIXED_FIELDS or value not in CONVENTION_VALUES[key]:
             allowed = "; ".join(f"{name} {list(CONVENTION_VALUES[name])}"
                                 for name in FIXED_FIELDS)
             out.append(f"convention {key}={value!r}: a fixed convention names {allowed}; "
-                       f"zero_length {list(ZERO_LENGTH)}")
+                       f"zero_length {list(ZERO_LENGTH)}; bucket an int >= 1")
     return out
 
 
@@ -194,6 +201,9 @@ def capabilities(target: Any) -> frozenset[str]:
     caps |= {f"{key}_checks" for key in VALIDATION if key not in decl.validated_elsewhere}
     caps |= {cap for cap in METHODS if has_method(target, cap)}
     for key, value in decl.convention.items():
+        if key == FIXED_BUCKET:  # the feature, and its one value as `bucket=N`
+            caps |= {"bucket", f"bucket={value}"}
+            continue
         if key not in CONVENTION_VALUES:  # zero_length: read by the contract alone
             continue
         for other, cap in CONVENTION_VALUES[key].items():
@@ -202,8 +212,18 @@ def capabilities(target: Any) -> frozenset[str]:
     return frozenset(caps)
 
 
+def fixed_bucket(caps: frozenset[str]) -> int | None:
+    """The bucket a target always pads to (its `convention["bucket"]`), else None."""
+    for cap in caps:
+        if cap.startswith("bucket="):
+            return int(cap.partition("=")[2])
+    return None
+
+
 def describe(cap: str) -> str:
     """What a capability of the internal view means (the report's reason for a decline)."""
+    if cap.startswith("bucket="):
+        return f"the target always pads to a bucket of {cap.partition('=')[2]} rows"
     if cap in METHODS:
         return f"the target has no {METHODS[cap]}{'' if cap == 'rejected_forms' else '()'}"
     if cap.endswith("_checks") and cap[:-len("_checks")] in VALIDATION:

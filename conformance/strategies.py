@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from spec.vectors.generate import canonical_batch
 
 from . import requirements as req
-from .protocol import CONVENTION_DEFAULTS, CONVENTION_VALUES, FP8_RECIPES
+from .protocol import CONVENTION_DEFAULTS, CONVENTION_VALUES, FP8_RECIPES, fixed_bucket
 
 INT32_MAX = 2**31 - 1
 
@@ -217,6 +217,8 @@ def configs(
     # by the plan-only test). Dropping the bucket keeps the rest of the draw.
     if out["bucket"] is not None and total_modulus(out) > MAX_MODULUS:
         out["bucket"] = None
+    if caps is not None and fixed_bucket(caps) is not None:  # the target's only bucket
+        out["bucket"] = fixed_bucket(caps)
     return out
 
 
@@ -323,13 +325,20 @@ def unknown_fields(caps: frozenset[str], config: dict[str, Any]) -> list[str]:
     return sorted(set(out))
 
 
+def bucket_declined(caps: frozenset[str], config: dict[str, Any]) -> list[str]:
+    """`bucket=N` where the target always pads to bucket N and the config asks for another
+    bucket or none."""
+    fixed = fixed_bucket(caps)
+    return [] if fixed is None or config.get("bucket") == fixed else [f"bucket={fixed}"]
+
+
 def declined(caps: frozenset[str], config: dict[str, Any] | None = None,
              lengths: Any = None, trail: tuple[int, ...] = ()) -> list[str]:
     """The capabilities a case uses that `caps` does not declare (pinned @examples are written
     once for every target; a target that declines one of their features does not run them).
     A convention field the config leaves out is the spec's default."""
     config = config or {}
-    out = convention_declined(caps, config)
+    out = convention_declined(caps, config) + bucket_declined(caps, config)
     for feature in CONFIG_FEATURES:
         if config.get(feature) not in (None, False) and feature not in caps:
             out.append(feature)

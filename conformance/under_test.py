@@ -21,6 +21,7 @@ from .protocol import (
     capabilities,
     declared_of,
     describe,
+    fixed_bucket,
 )
 from .strategies import PackCase, declined, unknown_fields
 from .verdicts import TargetError
@@ -138,6 +139,8 @@ def with_convention(config: dict[str, Any]) -> dict[str, Any]:
     rejection, then runs under the target's convention, for the target and the reference)."""
     out = dict(config)
     have = caps()
+    if fixed_bucket(have) is not None and out.get("bucket") is None:
+        out["bucket"] = fixed_bucket(have)
     for key, values in CONVENTION_VALUES.items():
         if key in out or values[CONVENTION_DEFAULTS[key]] in (None, *have):
             continue

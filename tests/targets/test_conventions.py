@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 
 from conformance import strategies as s
-from conformance.protocol import BASE_FEATURES, Declared
+from conformance.protocol import BASE_FEATURES, Declared, fixed_bucket
 from conformance.protocol import capabilities as declared_capabilities
 from conformance.targets import TargetLoadError, load_target
 
@@ -156,3 +156,35 @@ def test_spec_1_2_fields_of_a_target_without_them_are_declined() -> None:
     fixed = declared_capabilities(fake(features=frozenset({"fixed_total"})))
     assert s.declined(fixed, {"fixed_total": 16}) == []
     assert s.unknown_fields(fixed, {"fixed_total": 0}) == []
+
+
+# A fixed bucket (AReaL pads every micro-batch to its 256-row page whatever the caller asks).
+PAGE = declared_capabilities(fake(convention={"tail": "segment", "bucket": 256}))
+
+
+def test_fixed_bucket_loads_and_is_the_only_bucket(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = types.ModuleType("_fake_bucket_target")
+    module.TARGET = fake(convention={"bucket": 256})  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "_fake_bucket_target", module)
+    assert load_target("_fake_bucket_target:TARGET").declared.convention == {"bucket": 256}
+    assert "bucket" in PAGE and fixed_bucket(PAGE) == 256
+    assert fixed_bucket(SEGMENT) is None
+    # a config with another bucket, or none, is declined; the fixed one is not
+    assert s.declined(PAGE, {"bucket": 512, "tail": "segment"}) == ["bucket=256"]
+    assert s.declined(PAGE, {"tail": "segment"}) == ["bucket=256"]
+    assert s.declined(PAGE, {"bucket": 256, "tail": "segment"}) == []
+
+
+@pytest.mark.parametrize("bucket", [0, -256, True, 256.0, "256", None])
+def test_bad_fixed_bucket_is_a_load_error(monkeypatch: pytest.MonkeyPatch, bucket: Any) -> None:
+    module = types.ModuleType("_fake_bucket_target")
+    module.TARGET = fake(convention={"bucket": bucket})  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "_fake_bucket_target", module)
+    with pytest.raises(TargetLoadError, match="bucket"):
+        load_target("_fake_bucket_target:TARGET")
+
+
+@settings(max_examples=100, deadline=None)
+@given(s.configs(caps=PAGE))
+def test_fixed_bucket_always_drawn(config: dict[str, Any]) -> None:
+    assert config["bucket"] == 256 and config["tail"] == "segment"
