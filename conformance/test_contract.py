@@ -211,6 +211,8 @@ def _check_tokens(case: PackCase) -> None:
 def _check_positions(case: PackCase) -> None:
     """Real rows' position ids are their offsets in their own segment."""
     seqs, got = _run(case)
+    if any(r.pos is None for r in got):  # Packed(position_ids=None): the packer gives none
+        pytest.skip(f"target {h.target().name!r} gives no position ids (the rule needs them)")
     contract.check_positions(seqs, got, _buffer(got, case))
 
 

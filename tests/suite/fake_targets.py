@@ -228,3 +228,19 @@ class WrongMaxSeqlenTarget(ReferenceTarget):
         got = super().pack(seqs, config, cp_rank, need_roll=need_roll, pad_value=pad_value)
         return Packed(got.rows, got.position_ids,
                       {**got.meta, "max_seqlen": int(got.meta["max_seqlen"]) + 1})
+
+
+class NoPositionsTarget(ReferenceTarget):
+    """The reference without position ids under CP (`Packed(position_ids=None)`, which the
+    protocol allows: AReaL hands the model unsharded position ids, so no rank has its own)."""
+
+    name = "no-positions"
+    description = "tests/suite: the reference, no position ids when cp_size > 1"
+    declared = Declared(features=CORE, validated_elsewhere=ELSEWHERE)
+
+    def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,
+             pad_value: Any = 0) -> Packed:
+        packed = super().pack(seqs, config, cp_rank, need_roll=need_roll, pad_value=pad_value)
+        if int(config.get("cp_size", 1)) == 1:
+            return packed
+        return Packed(packed.rows, None, packed.meta, packed.labels, packed.loss_mask)
