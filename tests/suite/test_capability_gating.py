@@ -70,6 +70,7 @@ def test_no_position_ids_is_no_crash(tmp_path: Path) -> None:
     checks go unchecked where they are missing, never a target error or a suite error."""
     report = run_suite("fake_targets:NoPositionsTarget", tmp_path,
                        "conformance/test_contract.py::test_contract_positions",
+                       "conformance/test_contract.py::test_contract_position_boundaries",
                        "conformance/test_invariants.py::test_every_token_exactly_once")
     bad = [t for t in report["tests"] if t["status"] not in ("pass", "skip", "declined")]
     assert not bad, bad
