@@ -201,8 +201,8 @@ def capabilities(target: Any) -> frozenset[str]:
     caps |= {f"{key}_checks" for key in VALIDATION if key not in decl.validated_elsewhere}
     caps |= {cap for cap in METHODS if has_method(target, cap)}
     for key, value in decl.convention.items():
-        if key == FIXED_BUCKET:  # the feature, and its one value as `bucket=N`
-            caps |= {"bucket", f"bucket={value}"}
+        if key == FIXED_BUCKET:  # the feature, and its one value (`fixed_bucket`)
+            caps |= {"bucket", f"fixed_bucket={value}"}
             continue
         if key not in CONVENTION_VALUES:  # zero_length: read by the contract alone
             continue
@@ -215,7 +215,7 @@ def capabilities(target: Any) -> frozenset[str]:
 def fixed_bucket(caps: frozenset[str]) -> int | None:
     """The bucket a target always pads to (its `convention["bucket"]`), else None."""
     for cap in caps:
-        if cap.startswith("bucket="):
+        if cap.startswith("fixed_bucket="):
             return int(cap.partition("=")[2])
     return None
 

@@ -327,7 +327,7 @@ def unknown_fields(caps: frozenset[str], config: dict[str, Any]) -> list[str]:
 
 def bucket_declined(caps: frozenset[str], config: dict[str, Any]) -> list[str]:
     """`bucket=N` where the target always pads to bucket N and the config asks for another
-    bucket or none."""
+    bucket or none (a name no target declares, so the case is declined)."""
     fixed = fixed_bucket(caps)
     return [] if fixed is None or config.get("bucket") == fixed else [f"bucket={fixed}"]
 
