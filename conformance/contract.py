@@ -576,6 +576,8 @@ def check_pack(seqs: Sequence[np.ndarray], outputs: Sequence[Any], config: Mappi
     `labels`, `ignore_index`) and zero-length convention (`zero_length`) are read."""
     labels = str(config.get("labels", "roll"))
     ignore_index = config.get("ignore_index", -100)
+    # A packer that gives no position ids (Packed.position_ids None) has none to judge.
+    has_pos = all(getattr(output, "pos", None) is not None for output in outputs)
     segs = segment_batch(seqs, zero_length)  # R-CONSUMER-14
     buffer = check_buffer(outputs, config)
     check_tp_split(outputs, config)
@@ -587,8 +589,9 @@ def check_pack(seqs: Sequence[np.ndarray], outputs: Sequence[Any], config: Mappi
             check_ignored_labels(segs, outputs, buffer, ignore_index)
     else:
         check_tokens(segs, outputs, buffer)
-        check_positions(segs, outputs, buffer)
-    if not need_roll or labels == "ignore":
+        if has_pos:
+            check_positions(segs, outputs, buffer)
+    if has_pos and (not need_roll or labels == "ignore"):
         check_position_boundaries(segs, outputs, buffer)
     check_no_leak(segs, outputs, buffer, need_roll=need_roll, pad_value=pad_value,
                   labels=labels, ignore_index=ignore_index)

@@ -516,3 +516,15 @@ def test_omitted_zero_length_sequences_pass_only_when_declared() -> None:
     with pytest.raises(RuleViolation) as info:
         c.check_pack(seqs, outputs, {})
     assert info.value.rules == {"R-CONSUMER-8"} or info.value.rules == {"R-CONSUMER-7"}
+
+
+def test_pack_without_position_ids_is_judged_on_its_rows() -> None:
+    """A packer that gives no position ids (Packed.position_ids None) is not a target error:
+    the pack rules that need no ids still run, and still fail on a misplaced token."""
+    seqs = canonical([3, 0, 1])
+    good = [c.RankOutput(o.rows, None, o.meta) for o in build(seqs, [4, 0, 4], 2)]
+    c.check_pack(seqs, good, {"cp_size": 2})
+    bad = [c.RankOutput(o.rows.copy(), None, o.meta) for o in good]
+    bad[0].rows[0] = 9
+    with pytest.raises(RuleViolation, match="R-CONSUMER"):
+        c.check_pack(seqs, bad, {"cp_size": 2})
