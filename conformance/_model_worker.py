@@ -9,23 +9,23 @@ is always destroyed, also on error.
 
 from __future__ import annotations
 
-import datetime
 import pickle
 import sys
 import traceback
 from pathlib import Path
 from typing import Any
 
+from conformance.gloo import joined
+
 
 def run(job_path: Path, rank: int) -> int:
-    job: dict[str, Any] = pickle.loads(job_path.read_bytes())
-    out_path = job_path.with_name(f"rank{rank}.pkl")
+    with joined(job_path, rank) as (job, out_path):
+        return _body(job, out_path, rank)
+
+
+def _body(job: dict[str, Any], out_path: Path, rank: int) -> int:
     import torch.distributed as dist
 
-    dist.init_process_group(
-        "gloo", init_method=f"tcp://127.0.0.1:{job['port']}", rank=rank,
-        world_size=job["world"], timeout=datetime.timedelta(seconds=job["timeout"]),
-    )
     current: Any = None
     try:
         from conformance import model
@@ -48,8 +48,6 @@ def run(job_path: Path, rank: int) -> int:
         out_path.write_bytes(pickle.dumps(
             {"error": f"item {current!r}:\n{traceback.format_exc()}"}))
         return 1
-    finally:
-        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -9,11 +9,6 @@ graph (R-MEG-3).
 
 from __future__ import annotations
 
-import os
-import pickle
-import socket
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +17,11 @@ import pytest
 
 import reference
 
+from . import gloo
 from . import harness as h
 from ._packed_cases import MaskCase
 from .strategies import Batch, PackCase
 
-ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT_S = 60
 
 
@@ -42,12 +37,6 @@ def _cases(cp: int, layout: str) -> list[PackCase]:
     ]
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _packed_cases(cp: int) -> list[MaskCase]:
     return [MaskCase(1, cp, False, 9, (4, 0, 9), "left", trail=(3,), dtype="float32", seed=1),
             MaskCase(3, cp, True, 11, (7, 2), "scattered", dtype="float32", seed=2),
@@ -58,34 +47,11 @@ def _run_group(tmp_path: Path, cp: int, world: int, cases: list[PackCase],
                packed: list[MaskCase] | None = None) -> list[dict[str, Any]]:
     """Start `world` worker processes (world // cp CP groups), wait with a bound, always reap
     them."""
-    job = tmp_path / "job.pkl"
-    job.write_bytes(pickle.dumps({"port": _free_port(), "world": world, "cp": cp,
-                                  "timeout": TIMEOUT_S, "target": h.target_spec(),
-                                  "cases": cases, "packed": packed or []}))
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *sys.path])
-    env.setdefault("OMP_NUM_THREADS", "1")
-    procs = [subprocess.Popen([sys.executable, "-m", "conformance._distributed", str(job),
-                               str(rank)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT)
-             for rank in range(world)]
-    logs = []
-    try:
-        for proc in procs:
-            out, _ = proc.communicate(timeout=TIMEOUT_S * 2)
-            logs.append(out.decode(errors="replace")[-3000:])
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    results = []
-    for rank in range(world):
-        path = tmp_path / f"rank{rank}.pkl"
-        assert path.is_file(), f"rank {rank} produced no result; log:\n{logs[rank]}"
-        data = pickle.loads(path.read_bytes())
+    job = {"cp": cp, "timeout": TIMEOUT_S, "target": h.target_spec(), "cases": cases,
+           "packed": packed or []}
+    results = gloo.launch("conformance._distributed", job, tmp_path, world, TIMEOUT_S * 2)
+    for rank, data in enumerate(results):
         assert "error" not in data, f"rank {rank} failed:\n{data['error']}"
-        results.append(data)
     return results
 
 

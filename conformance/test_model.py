@@ -13,11 +13,6 @@ here, through the suite's harness; the model never sees the target, only its out
 from __future__ import annotations
 
 import functools
-import os
-import pickle
-import socket
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -27,12 +22,11 @@ import pytest
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
+from . import gloo, model
 from . import harness as h
-from . import model
 from .model_checks import check_runs
 from .strategies import Batch, PackCase, configs, pack_cases
 
-ROOT = Path(__file__).resolve().parent.parent
 CAPS = h.caps()
 SEED = 0
 TIMEOUT_S = 60
@@ -186,42 +180,14 @@ def _declined(case: PackCase) -> list[str]:
                          need_roll=case.need_roll)
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def run_world(tmp: Path, items: list[dict[str, Any]]) -> list[list[model.RankRun]]:
     """Every item on its cp ranks of one gloo world (`_model_worker.py`); the processes are
     waited for with a bound and always reaped. Returns each item's runs in rank order."""
     world = max(item["cp"] for item in items)
-    job = tmp / "job.pkl"
-    job.write_bytes(pickle.dumps({"port": _free_port(), "world": world, "timeout": TIMEOUT_S,
-                                  "seed": SEED, "items": items}))
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *sys.path])
-    env.setdefault("OMP_NUM_THREADS", "1")
-    procs = [subprocess.Popen([sys.executable, "-m", "conformance._model_worker", str(job),
-                               str(rank)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT)
-             for rank in range(world)]
-    logs = []
-    try:
-        for proc in procs:
-            out, _ = proc.communicate(timeout=TIMEOUT_S * 5)
-            logs.append(out.decode(errors="replace")[-3000:])
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+    job = {"timeout": TIMEOUT_S, "seed": SEED, "items": items}
     per_rank = []
-    for rank in range(world):
-        path = tmp / f"rank{rank}.pkl"
-        if not path.is_file():
-            raise RuntimeError(f"model worker rank {rank} produced no result; log:\n{logs[rank]}")
-        data = pickle.loads(path.read_bytes())
+    for rank, data in enumerate(gloo.launch("conformance._model_worker", job, tmp, world,
+                                            TIMEOUT_S * 5)):
         if "error" in data:
             raise RuntimeError(f"model worker rank {rank} failed:\n{data['error']}")
         per_rank.append(data["runs"])
