@@ -3,7 +3,7 @@
 """`loss_mask`: where a rank's next-token labels are real (spec §8a, R-LABEL-3).
 
 It depends on the plan and the rank alone: the chunk table of the rolled row map (a chunk's
-real rows are those with a next token, `chunk_table(shift=1)`) expanded into a step function,
+real rows are those with a next token, `plan_chunks(shift=1)`) expanded into a step function,
 with no pass over the data and no per-sequence Python loop.
 """
 
@@ -15,7 +15,7 @@ import torch
 
 from .config import PackConfig, as_integer
 from .plan import Plan
-from .rowmap import chunk_table, expand
+from .rowmap import expand, plan_chunks
 
 
 def loss_mask(
@@ -34,18 +34,7 @@ def loss_mask(
     if plan.total != plan.local_rows * config.cp_size:
         raise ValueError(f"plan.total {plan.total} != local_rows {plan.local_rows} * cp_size "
                          f"{config.cp_size}")
-    lengths = plan.seqlens.to(torch.int64)
-    ch = chunk_table(
-        lengths,
-        plan.seqlens_padded.to(torch.int64),
-        plan.cu_seqlens_padded.to(torch.int64),
-        plan.cu_seqlens[:-1].to(torch.int64),
-        config.cp_size,
-        config.cp_layout,
-        rank,
-        plan.local_rows,
-        1,  # a row is real iff its offset + 1 < L: it has a next token
-    )
+    ch = plan_chunks(plan, config, rank, 1)  # a row is real iff it has a next token
     where = torch.device("cpu") if device is None else torch.device(device)
     starts = torch.stack((ch.starts, ch.starts + ch.real), dim=1).view(-1)
     flags = torch.tensor([1, 0]).repeat(ch.starts.numel())

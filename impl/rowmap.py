@@ -257,6 +257,22 @@ def positions_and_sources(
     return pos, buf.cumsum_(0)
 
 
+def plan_chunks(plan: Any, config: Any, rank: int, shift: int) -> Chunks:
+    """`chunk_table` of rank `rank` read from the plan alone (no batch): the row map of
+    `row_sources` (shift 0) and the rolled map of `labels.loss_mask` (shift 1)."""
+    return chunk_table(
+        plan.seqlens.to(torch.int64),
+        plan.seqlens_padded.to(torch.int64),
+        plan.cu_seqlens_padded.to(torch.int64),
+        plan.cu_seqlens[:-1].to(torch.int64),
+        config.cp_size,
+        config.cp_layout,
+        rank,
+        plan.local_rows,
+        shift,
+    )
+
+
 def row_sources(
     plan: Any, config: Any, cp_rank: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -266,17 +282,7 @@ def row_sources(
     be compared with the reference's `row_map` without any data.
     """
     lengths = plan.seqlens.to(torch.int64)
-    ch = chunk_table(
-        lengths,
-        plan.seqlens_padded.to(torch.int64),
-        plan.cu_seqlens_padded.to(torch.int64),
-        plan.cu_seqlens[:-1].to(torch.int64),
-        config.cp_size,
-        config.cp_layout,
-        cp_rank,
-        plan.local_rows,
-        0,
-    )
+    ch = plan_chunks(plan, config, cp_rank, 0)
     cpu = torch.device("cpu")
     rows = plan.local_rows
     k = ch.starts.numel() // lengths.numel()  # chunks per sequence
