@@ -1,10 +1,11 @@
-"""Comparisons of the target's results with the reference, with a readable first mismatch,
-each charged to the most specific rule: rows, position ids, metadata and the stage of the
-padded plan that explains a wrong one; and the target's unpack against the input batch.
+"""The target's results against the reference, each mismatch charged to the most specific rule:
+rows, position ids, metadata (and the stage of the padded plan that explains a wrong one), the
+local gradient, unpack against the input batch, and a raised error against the reference's.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -13,14 +14,10 @@ import numpy as np
 import reference
 
 from . import requirements as req
+from .contract import row_bytes, show
 from .running import META_ARRAYS, META_INTS, RankResult, call_target, ref_config
 from .strategies import PackCase
-from .under_test import target
-from .verdicts import RuleViolation
-
-
-def _value(a: np.ndarray) -> str:
-    return np.array2string(np.asarray(a), threshold=8)
+from .under_test import RuleViolation, target
 
 
 def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
@@ -45,17 +42,12 @@ def describe_row(plan: Any, config: dict[str, Any], rank: int, k: int) -> str:
     return f"rank {rank} local row {k} (sequence {src.seq}, offset {src.offset}, {kind})"
 
 
-def _row_bytes(a: np.ndarray) -> np.ndarray:
-    width = int(np.prod(a.shape[1:], dtype=np.int64)) * a.dtype.itemsize
-    return np.ascontiguousarray(a).view(np.uint8).reshape(a.shape[0], width)
-
-
 def _rows_equal(got: np.ndarray, want: np.ndarray, real: np.ndarray) -> np.ndarray:
     """Per row: real rows equal bit for bit (R-ROW-1), padding rows equal as values with NaN
     equal to NaN (R-ROW-2)."""
     n = want.shape[0]
     width = int(np.prod(want.shape[1:], dtype=np.int64))
-    bits = np.all(_row_bytes(got) == _row_bytes(want), axis=1)
+    bits = np.all(row_bytes(got) == row_bytes(want), axis=1)
     g, w = got.reshape(n, width), want.reshape(n, width)
     same = g == w
     if want.dtype.kind in "fc":
@@ -82,8 +74,8 @@ def check_rows(case: PackCase, got: list[RankResult], want: list[RankResult]) ->
             else:
                 rules = {"R-ROW-1" if real[k] else "R-ROW-2"}
             raise RuleViolation(
-                f"{describe_row(w.meta, case.config, rank, k)}: target {_value(g.rows[k])}, "
-                f"spec {_value(w.rows[k])} ({bad.size} rows differ on this rank)", rules
+                f"{describe_row(w.meta, case.config, rank, k)}: target {show(g.rows[k])}, "
+                f"spec {show(w.rows[k])} ({bad.size} rows differ on this rank)", rules
             )
 
 
@@ -108,8 +100,6 @@ def check_positions(case: PackCase, got: list[RankResult], want: list[RankResult
                 f"{int(g.pos[k])}, spec {int(w.pos[k])} ({bad.size} ids differ on this rank)",
                 {rule},
             )
-
-
 
 
 def num_seqs(plan: Any) -> int:
@@ -144,19 +134,16 @@ META_RULES = {"seqlens": "R-META-1", "seqlens_padded": "R-META-1", "cu_seqlens":
               "local_rows": "R-META-5", "num_seqs": "R-META-7"}
 
 
-def meta_rules(config: dict[str, Any] | None) -> dict[str, str]:
-    """META_RULES under the config's convention: max_seqlen='total' is R-STATIC-2."""
-    if config is not None and config.get("max_seqlen") == "total":
-        return {**META_RULES, "max_seqlen": "R-STATIC-2"}
-    return META_RULES
-
-
 def check_meta(got: list[RankResult], want: list[RankResult],
                config: dict[str, Any] | None = None) -> None:
     """R-META-*, and with `config` the stage that explains a wrong padded plan (R-ALIGN-1..3,
     -5 per sequence, R-TOTAL-1..5, R-TAIL-1 for the total and where it goes, R-STATIC-1 for the
     entries past the real content): a failure is charged to the most specific rule, so the
-    rules it makes untestable show as blocked by it."""
+    rules it makes untestable show as blocked by it. Under max_seqlen='total' a wrong max_seqlen
+    is R-STATIC-2."""
+    meta_rules = dict(META_RULES)
+    if config is not None and config.get("max_seqlen") == "total":
+        meta_rules["max_seqlen"] = "R-STATIC-2"
     for rank, (g, w) in enumerate(zip(got, want, strict=True)):
         shape = segment_count_problems(g.meta, w.meta, config)
         if shape:
@@ -165,7 +152,7 @@ def check_meta(got: list[RankResult], want: list[RankResult],
         problems = meta_mismatches(g.meta, w.meta)
         if not problems:
             continue
-        rules = {rule for key, rule in meta_rules(config).items()
+        rules = {rule for key, rule in meta_rules.items()
                  if any(p.startswith(key + " ") for p in problems)}
         stage = plan_stage(g.meta, w.meta, config) if config is not None else None
         if stage is not None:
@@ -280,3 +267,90 @@ def check_unpack_returns_batch(what: str, shards: Sequence[Any], meta: Mapping[s
     for i, (o, s) in enumerate(zip(out, seqs, strict=True)):
         if not same_bits(np.asarray(o), s):
             raise RuleViolation(f"{what}: sequence {i} differs from the input", {"R-UNPACK-1"})
+
+
+def check_local_grad(grad: np.ndarray | None, plan: Any, cfg: Any, rank: int,
+                     what: str) -> None:
+    """R-MEG-3: the gradient of the outputs' sum on a rank's own rows is 1 on real rows and 0 on
+    padding, so the local rows stayed in the autograd graph."""
+    if grad is None:
+        return
+    real = np.array([src.real for src in reference.row_map(plan, cfg, rank)], dtype=bool)
+    assert np.shape(grad)[0] == len(real), \
+        f"{what}: rank {rank} holds {np.shape(grad)[0]} rows, spec {len(real)}"
+    flat = np.asarray(grad).reshape(len(real), int(np.prod(np.shape(grad)[1:])))
+    expected = np.broadcast_to(real[:, None], flat.shape).astype(flat.dtype)
+    assert np.array_equal(flat, expected), (
+        f"{what}: rank {rank}: gradient on the local rows is not 1 on real rows and 0 on "
+        "padding (the local output left the autograd graph)")
+
+
+def snapshot(seqs: Any) -> list[bytes] | None:
+    """Bytes of every array of a batch, to prove a rejected call left its inputs unchanged."""
+    if not isinstance(seqs, list | tuple):
+        return None
+    return [np.asarray(s).tobytes() if isinstance(s, np.ndarray) else repr(s).encode()
+            for s in seqs]
+
+
+def outcome(fn: Any) -> BaseException | None:
+    try:
+        fn()
+    except Exception as exc:  # the exception is the result under test
+        return exc
+    return None
+
+
+def check_same_rejection(want: BaseException | None, got: BaseException | None,
+                         what: str, rules: set[str] | None = None,
+                         names: tuple[str, ...] = ()) -> None:
+    """R-ERR-*: the target raises the reference's error class (a subclass is fine), or accepts
+    what the reference accepts. With `rules`, a failure names exactly those rules."""
+    def fail(message: str) -> None:
+        if rules:
+            raise RuleViolation(message, rules)
+        raise AssertionError(message)
+
+    if want is None:
+        if got is not None:
+            fail(f"{what}: the spec accepts this, the target raised {got!r}")
+        return
+    if got is None:
+        fail(f"{what}: the spec raises {type(want).__name__} ({want}), the target accepted it")
+    elif not isinstance(got, type(want)):
+        fail(f"{what}: the spec raises {type(want).__name__} ({want}), the target raised "
+             f"{type(got).__name__} ({got})")
+    elif (names and any(names_field(n, str(want)) for n in names)
+          and not any(names_field(n, str(got)) for n in names)):
+        # Spec section 11: the message names the field (and the offending value).
+        fail(f"{what}: the message {str(got)!r} does not name the field {names[0]!r}")
+    else:
+        missing = [n for n in FIELD_NAMES
+                   if names_field(n, str(want)) and not names_field(n, str(got))]
+        if missing:
+            fail(f"{what}: the spec's message names {missing}, the target's {str(got)!r} "
+                 "does not (spec section 11: the message names the field)")
+
+
+def names_field(name: str, message: str) -> bool:
+    """The message names the field as a word (not inside another identifier)."""
+    return re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", message) is not None
+
+
+def names_number(number: int, message: str) -> bool:
+    """The message shows `number` as a whole number (not inside a longer one)."""
+    return re.search(rf"(?<![0-9.]){number}(?![0-9])", message) is not None
+
+
+def names_object(obj: Any, message: str) -> bool:
+    """The message names an offending object that has no short value (a container, an array,
+    an object of the wrong type) by its type name or its repr (spec section 11)."""
+    return names_field(type(obj).__name__, message) or repr(obj) in message
+
+
+# Names an error message must repeat when the reference's message uses them (spec section 11).
+FIELD_NAMES = ("tp_size", "cp_size", "cp_layout", "fp8", "bucket", "min_local_rows", "cp_rank",
+               "need_roll", "pad_value", "seqlens", "pad_to_length", "pad_to_length_bucket",
+               "use_remove_padding", "dynamic_context_parallel", "distillation_use_topk",
+               "router_replay", "use_fp8_padding", "shards", "local_rows", "total", "tail",
+               "seq_align", "max_num_seqs", "max_seqlen")

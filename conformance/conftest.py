@@ -18,23 +18,30 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
-from conformance import harness, plugin, report
+from conformance import plugin, report
 from conformance.rules import spec_rules, spec_version
 from conformance.targets import TargetLoadError, load_target
+from conformance.under_test import (
+    caps,
+    max_rows,
+    require,
+    set_target,
+    target,
+    target_spec,
+)
 
-CI_EXAMPLES = plugin.CI_EXAMPLES
 _RESULTS: list[dict[str, Any]] = []
 _CONFIG: Any = None
 
 
-def _load_default_profile() -> None:
-    """dev, unless --hypothesis-profile chose one already (an installed suite's conftest is
-    loaded after hypothesis has applied the option)."""
-    if str(getattr(settings, "_current_profile", None) or "default") == "default":
-        settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+def _profile() -> str:
+    return str(getattr(settings, "_current_profile", None) or "default")
 
 
-_load_default_profile()
+# dev, unless --hypothesis-profile chose one already (an installed suite's conftest is loaded
+# after hypothesis has applied the option).
+if _profile() == "default":
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
@@ -63,29 +70,19 @@ def pytest_configure(config: pytest.Config) -> None:
         obj = load_target(name)
     except TargetLoadError as exc:
         raise pytest.UsageError(str(exc)) from exc
-    harness.set_target(obj, name)
-    config.stash[_TARGET_KEY] = name
-
-
-_TARGET_KEY = pytest.StashKey[str]()
+    set_target(obj, name)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    target = harness.target()
-    caps = ", ".join(sorted(harness.caps()))
     return [
-        f"thd conformance: target={harness.target_spec()} ({_description(target)}); "
+        f"thd conformance: target={target_spec()} ({_description(target())}); "
         f"spec version {spec_version()}; hypothesis profile {_profile()}",
-        f"thd conformance: capabilities: {caps}",
+        f"thd conformance: capabilities: {', '.join(sorted(caps()))}",
     ]
 
 
-def _description(target: Any) -> str:
-    return str(getattr(target, "description", None) or target.name)
-
-
-def _profile() -> str:
-    return str(getattr(settings, "_current_profile", None) or "default")
+def _description(subject: Any) -> str:
+    return str(getattr(subject, "description", None) or subject.name)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -97,10 +94,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """`@h.needs(...)`: a test of a feature the target declines is skipped as declined before
+    """`@needs(...)`: a test of a feature the target declines is skipped as declined before
     it runs (so hypothesis never sees the skip inside an explicit example)."""
     for mark in item.iter_markers("needs"):
-        harness.require(*mark.args)
+        require(*mark.args)
 
 
 def _item_rules(item: pytest.Item) -> list[str]:
@@ -113,7 +110,7 @@ def _item_rules(item: pytest.Item) -> list[str]:
 def _target_files() -> tuple[str, ...]:
     """Files of the target's own code (its class's module), for telling its crashes apart."""
     try:
-        return (str(Path(inspect.getfile(type(harness.target().adapter))).resolve()),)
+        return (str(Path(inspect.getfile(type(target().adapter))).resolve()),)
     except (TypeError, OSError):
         return ()
 
@@ -150,21 +147,21 @@ def _report_dir(config: pytest.Config) -> Path:
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     if not _RESULTS or hasattr(config, "workerinput"):
         return
-    target = harness.target()
+    subject = target()
     matrix = report.fold(_RESULTS, spec_rules())
     header = {
-        "target": harness.target_spec(),
-        "name": str(target.name),
-        "description": _description(target),
-        "capabilities": sorted(harness.caps()),
-        "max_rows": harness.max_rows(),
+        "target": target_spec(),
+        "name": str(subject.name),
+        "description": _description(subject),
+        "capabilities": sorted(caps()),
+        "max_rows": max_rows(),
         "spec_version": spec_version(),
         "hypothesis_profile": _profile(),
     }
     doc = report.payload(_RESULTS, matrix, header)
-    json_path, md_path = report.write(_report_dir(config), str(target.name), doc, matrix)
+    json_path, md_path = report.write(_report_dir(config), str(subject.name), doc, matrix)
     tr = terminalreporter
-    tr.section(f"THD conformance matrix: target {target.name}, spec {spec_version()}")
+    tr.section(f"THD conformance matrix: target {subject.name}, spec {spec_version()}")
     for line in report.terminal_lines(doc, matrix):
         tr.write_line(line)
     tr.write_line(f"rules: {doc['summary']}; tests: {doc['test_summary']}")

@@ -1,7 +1,7 @@
 """The consumer contract (spec §12a): checks over a target's own outputs, any convention.
 
 Pure functions over plain data: the batch (a list of NumPy arrays), every rank's output as the
-target returned it (`rows`, `pos`, `meta`, e.g. `harness.RankResult`) and the config's tp, cp,
+target returned it (`rows`, `pos`, `meta`, e.g. `running.RankResult`) and the config's tp, cp,
 layout and FP8 recipe. They read the target's own `cu_seqlens_padded` (and `cu_seqlens`,
 `max_seqlen`, `total`, `local_rows` where given), never the reference's plan, so a convention
 the reference does not follow (a trailing padding segment, tp only on the total, static
@@ -26,7 +26,7 @@ import numpy as np
 import reference
 
 from .requirements import fp8_quantum
-from .verdicts import RuleViolation, TargetError
+from .under_test import RuleViolation, TargetError
 
 INT32_MAX = 2**31 - 1
 
@@ -277,11 +277,11 @@ def check_max_seqlen(outputs: Sequence[Any], bounds: np.ndarray) -> None:
 # Rows: R-CONSUMER-6, -7, -10, -11, -12
 
 
-def _show(value: Any) -> str:
+def show(value: Any) -> str:
     return np.array2string(np.asarray(value), threshold=8)
 
 
-def _row_bytes(a: np.ndarray) -> np.ndarray:
+def row_bytes(a: np.ndarray) -> np.ndarray:
     width = int(np.prod(a.shape[1:], dtype=np.int64)) * a.dtype.itemsize
     return np.ascontiguousarray(a).view(np.uint8).reshape(a.shape[0], width)
 
@@ -294,7 +294,7 @@ class _Tokens:
         self.starts = np.concatenate([[0], np.cumsum(self.lengths)]).astype(np.int64)
         self.dtype, self.trail = seqs[0].dtype, seqs[0].shape[1:]
         flat = np.concatenate([np.asarray(s) for s in seqs], axis=0)
-        self.bytes = _row_bytes(flat)
+        self.bytes = row_bytes(flat)
         self.where: dict[bytes, list[tuple[int, int]]] = {}
         for i, length in enumerate(self.lengths):
             for j in range(length):
@@ -337,7 +337,7 @@ def _locate(tokens: _Tokens, outputs: Sequence[Any], buffer: Buffer,
     if tokens.unique_source(want) is None:
         return None
     for rank, output in enumerate(outputs):
-        hits = np.flatnonzero(np.all(_row_bytes(output.rows) == want, axis=1))
+        hits = np.flatnonzero(np.all(row_bytes(output.rows) == want, axis=1))
         if hits.size:
             k = int(hits[0])
             seg, off = buffer.slots[rank]
@@ -367,7 +367,7 @@ def check_tokens(seqs: Sequence[np.ndarray], outputs: Sequence[Any], buffer: Buf
         seg, off = buffer.slots[rank]
         real = _real(tokens, seg, off)
         want_index = tokens.starts[np.minimum(seg, len(tokens.lengths) - 1)] + off
-        bad = _differing(_row_bytes(output.rows), tokens, real, want_index)
+        bad = _differing(row_bytes(output.rows), tokens, real, want_index)
         if not bad.size:
             continue
         k = int(bad[0])
@@ -417,7 +417,7 @@ def check_labels(seqs: Sequence[np.ndarray], outputs: Sequence[Any], buffer: Buf
         seg, off = buffer.slots[rank]
         capped = np.minimum(seg, len(tokens.lengths))
         labelled = off < lengths[capped] - 1
-        got = _row_bytes(output.rows)
+        got = row_bytes(output.rows)
         want_index = tokens.starts[np.minimum(seg, len(tokens.lengths) - 1)] + off + 1
         bad = _differing(got, tokens, labelled, want_index)
         if bad.size:
@@ -425,7 +425,7 @@ def check_labels(seqs: Sequence[np.ndarray], outputs: Sequence[Any], buffer: Buf
             i, j = int(seg[k]), int(off[k])
             source = tokens.unique_source(got[k])
             holds = (f"token {source[1]} of sequence {source[0]}" if source is not None
-                     else _show(output.rows[k]))
+                     else show(output.rows[k]))
             raise _violation(f"rank {rank} row {k} (sequence {i}, offset {j}): label is {holds}, "
                              f"expected token {j + 1} of sequence {i} ({bad.size} wrong on "
                              "this rank)", "R-CONSUMER-11")
@@ -437,13 +437,13 @@ def check_ignored_labels(seqs: Sequence[np.ndarray], outputs: Sequence[Any], buf
     (i, L_i - 1) of every non-empty sequence hold ignore_index (R-LABEL-1)."""
     tokens = _Tokens(seqs)
     _segments_cover(tokens, buffer)
-    ignore = _row_bytes(np.full((1, *tokens.trail), ignore_index, dtype=tokens.dtype))[0]
+    ignore = row_bytes(np.full((1, *tokens.trail), ignore_index, dtype=tokens.dtype))[0]
     lengths = np.asarray(tokens.lengths + [0], dtype=np.int64)
     for rank, output in enumerate(outputs):
         _check_row_type(output.rows, tokens, rank, "R-CONSUMER-15")
         seg, off = buffer.slots[rank]
         free = ~(off < lengths[np.minimum(seg, len(tokens.lengths))] - 1)
-        got = _row_bytes(output.rows)
+        got = row_bytes(output.rows)
         bad = np.flatnonzero(free & ~np.all(got == ignore, axis=1))
         if bad.size:
             k = int(bad[0])
@@ -451,7 +451,7 @@ def check_ignored_labels(seqs: Sequence[np.ndarray], outputs: Sequence[Any], buf
             what = "padding" if not _real(tokens, seg, off)[k] else "its last real token"
             source = tokens.unique_source(got[k])
             holds = (f"token {source[1]} of sequence {source[0]}" if source is not None
-                     else _show(output.rows[k]))
+                     else show(output.rows[k]))
             raise _violation(f"labels='ignore': rank {rank} row {k} (segment {i}, offset {j}, "
                              f"{what}) holds {holds}, not ignore_index {ignore_index} "
                              f"({bad.size} such rows on this rank)", "R-CONSUMER-15")
@@ -520,7 +520,7 @@ def check_no_leak(seqs: Sequence[np.ndarray], outputs: Sequence[Any], buffer: Bu
         if rows.dtype != tokens.dtype or rows.shape[1:] != tokens.trail:
             continue  # R-CONSUMER-7 / -11 report the wrong dtype; no value can be compared
         seg, off = buffer.slots[rank]
-        got = _row_bytes(rows)
+        got = row_bytes(rows)
         for k in np.flatnonzero(~_real(tokens, seg, off)):
             source = tokens.unique_source(got[k])
             if source is None or source[0] == int(seg[k]) or _is_pad(rows[k], pad):
@@ -548,11 +548,11 @@ def check_unpack(seqs: Sequence[np.ndarray], unpacked: Any) -> None:
                              f"{want.dtype}{list(want.shape)}", "R-CONSUMER-13")
         if want.shape[0] == 0:
             continue
-        bad = np.flatnonzero(np.any(_row_bytes(got) != _row_bytes(want), axis=1))
+        bad = np.flatnonzero(np.any(row_bytes(got) != row_bytes(want), axis=1))
         if bad.size:
             j = int(bad[0])
-            raise _violation(f"sequence {i} row {j}: unpack gave {_show(got[j])}, input "
-                             f"{_show(want[j])}", "R-CONSUMER-13")
+            raise _violation(f"sequence {i} row {j}: unpack gave {show(got[j])}, input "
+                             f"{show(want[j])}", "R-CONSUMER-13")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -377,7 +377,7 @@ def make_shards(inputs: Sequence[Any], labels: Sequence[Any] | None, cp: int) ->
     (its `labels` where it gives them beside the rows, else its rows) and loss mask. Rows that no
     model can read (not 1-D integers, ranks of different sizes under CP) raise RuleViolation
     of R-MODEL-1..3 (R-CONSUMER-3 says why they must be equal)."""
-    from .verdicts import RuleViolation
+    from .under_test import RuleViolation
 
     rule = {"R-MODEL-3"} if cp > 1 else {"R-MODEL-1", "R-MODEL-2"}
     out = []

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .model import TOL, Baseline, RankRun, Shard, Slots, bounds_of, every_slots, real_lengths
-from .verdicts import RuleViolation
+from .under_test import RuleViolation
 
 
 def consumer_rule(consumer: str, cp: int) -> str:

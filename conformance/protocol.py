@@ -96,8 +96,38 @@ VALIDATION: dict[str, str] = {
     "unpack": "the shard list given to unpack (R-ERR-11)",
     "need_roll_type": "need_roll is a real bool (R-ERR-1)",
 }
-# Optional methods, found by presence (a callable attribute), each under a capability name
-# (conformance/optional.py documents their signatures). An attribute set to None is absent.
+# Optional methods, found by presence (a callable attribute; one set to None is absent), each
+# under the capability name the tests use: without it, its tests are declined. Signatures (S: a
+# list of arrays; `...`: `*, need_roll=False, pad_value=0`; P: Packed; an np.ndarray argument
+# becomes your array type, any other object is handed to your packer as it is):
+#   plan(seqlens, config) -> Meta;  unpack(shards: S, meta, config) -> S  (R-UNPACK-1)
+#   resolve_engine_config(**flags) -> config;  row_map(meta, config, cp_rank) -> (seq, offset,
+#       real), `local_rows` entries each, as reference.RowSource
+#   pack_as(form, seqs, config, cp_rank, ...) -> P, with attributes batch_forms (containers
+#       packed as the list is) and rejected_forms {form: (rule, word the error names)}
+#   pack_masked(values [B, S, *trail], mask [B, S], config, cp_rank, ...) -> P  (R-IN-7)
+#   pack_flat(values [sum L, *trail], lengths, config, cp_rank) -> P
+#   pack_float8(bits: uint8 S, dtype, config, cp_rank, *, pad_value=0) -> P, rows as uint8
+#   plan_as_is(seqlens, config), pack_as_is(seqs, config, cp_rank), unpack_as_is(shards, meta,
+#       config, *, plan=None, config_obj=None): those arguments handed over unchanged
+#   native_scalar(value) -> your 0-d array;  pack_viewed(bits, dtype, config, cp_rank), with
+#       other_dtypes {dtype: bytes per element} (R-ERR-1)
+#   pack_valueless(form, seqs, config, cp_rank, ..., on=None) -> (ArraySpec, ArraySpec, Meta),
+#       unpack_valueless(shards, meta, config, *, on=None) -> [ArraySpec],
+#       megatron_postprocess_valueless(output, meta, config) -> [ArraySpec], with attributes
+#       devices (host, valueless) and valueless_forms {form: None or the field} (R-DEV-1..3)
+#   megatron_preprocess(seqs, config, cp_rank, *, need_roll=False), the same for _kwargs,
+#       _newer(seqs, config, cp_rank, *, dynamic=False), _with_params(seqs, config, cp_rank,
+#       params_cls) -> (rows[None], PackedSeqParams fields as a dict, position_ids[None]);
+#       megatron_preprocess_as_is(input_ids, config, cp_rank, **adapter)  (R-MEG-1..7)
+#   megatron_postprocess(output, meta, config, *, params=None, **adapter) -> S
+#   gathered_unpack(shards, meta, config, cp_rank), the same for _dynamic,
+#       distributed_unpack(rows, meta, config, cp_rank, group) -> (S, local gradient)  (R-MEG-3)
+#   packed_preprocess(values, mask, config, cp_rank) -> (rows [1, R, *trail], params dict);
+#       packed_gathered(shards, cu_padded, mask, config, cp_rank), packed_distributed(rows,
+#       cu_padded, mask, config, cp_rank, group) -> ([B, S, *trail], gradient);
+#       packed_postprocess(output, cu_padded, mask, config, *, params=None, **adapter)
+#       -> [B, S, *trail]  (R-MEG-8, R-MEG-9)
 METHODS: dict[str, str] = {
     "plan": "plan", "unpack": "unpack", "engine": "resolve_engine_config",
     "row_map": "row_map", "batch_forms": "pack_as", "rejected_forms": "rejected_forms",

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from .verdicts import TargetError
+from .under_test import TargetError
 
 # Test statuses. "declined": skipped because the target does not declare a feature the test
 # needs; "target-error": the target crashed or returned something the protocol does not allow,
@@ -91,7 +91,7 @@ def entry(nodeid: str, cited: list[str], report: Any, call: Any,
 def clean_skip(rep: Any) -> None:
     """A skip raised inside a hypothesis explicit example carries hypothesis' "Failing explicit
     example: ..." note in its reason; the example is not a failure, so the note is dropped from
-    the report and the terminal (`harness.needs` avoids it altogether)."""
+    the report and the terminal (`under_test.needs` avoids it altogether)."""
     if rep.skipped and isinstance(rep.longrepr, tuple) and len(rep.longrepr) == 3:
         path, lineno, reason = rep.longrepr
         cleaned = _FALSIFYING.sub("", reason).rstrip()

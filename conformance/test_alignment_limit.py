@@ -11,7 +11,7 @@ import pytest
 
 import reference
 
-from . import harness as h
+from .under_test import RuleViolation, require, target
 
 CASES = [
     ({"tp_size": 2**31 - 1}, [1]),
@@ -29,22 +29,22 @@ CASES = [
     "A-past-int64-empty"])
 def test_plan_at_the_alignment_limit(config: dict[str, Any], lengths: list[int]) -> None:
     """The plan's total is the reference's, or a ValueError where the reference rejects."""
-    h.require("plan", "zero_length")
+    require("plan", "zero_length")
     what = f"plan({lengths}, config={config})"
     try:
         want: int | None = reference.plan_thd(lengths, reference.PackConfig(**config)).total
     except ValueError:
         want = None
     try:
-        got = h.target().plan(lengths, dict(config))
+        got = target().plan(lengths, dict(config))
     except ValueError as exc:
         if want is not None:
-            raise h.RuleViolation(f"{what}: total {want} is valid, rejected: {exc!r}",
-                                  {"R-TOTAL-4", "R-TOTAL-6"}) from exc
+            raise RuleViolation(f"{what}: total {want} is valid, rejected: {exc!r}",
+                                {"R-TOTAL-4", "R-TOTAL-6"}) from exc
         return
     if want is None:
-        raise h.RuleViolation(f"{what}: the total is past INT32_MAX, accepted with total "
-                              f"{got['total']}", {"R-ERR-8"})
+        raise RuleViolation(f"{what}: the total is past INT32_MAX, accepted with total "
+                            f"{got['total']}", {"R-ERR-8"})
     if int(got["total"]) != want:
-        raise h.RuleViolation(f"{what}: total {got['total']}, the spec's is {want}",
-                              {"R-TOTAL-4"})
+        raise RuleViolation(f"{what}: total {got['total']}, the spec's is {want}",
+                            {"R-TOTAL-4"})

@@ -10,7 +10,8 @@ import pytest
 
 import reference
 
-from . import harness as h
+from .compare import same_value, snapshot
+from .under_test import RuleViolation, require, require_config, target, with_convention
 
 CONFIGS = ({"cp_size": 1}, {"cp_size": 2}, {"cp_size": 2, "tp_size": 3},
            {"cp_size": 3, "cp_layout": "contiguous"})
@@ -30,28 +31,28 @@ def test_flat_lengths_the_caller_keeps(config: dict[str, object], form: str) -> 
     """Flat values with a broadcast or read-only `lengths` array (capability
     `flat_batch_checks`): every rank's rows are the reference's for the split batch, and the
     lengths and values are unchanged."""
-    h.require("flat_batch_checks")
+    require("flat_batch_checks")
     values = _locked(np.arange(36, dtype=np.int64).reshape(12, 3))
     lengths = (np.broadcast_to(np.int64(4), (3,)) if form == "broadcast"
                else _locked(np.array([4, 0, 8], dtype=np.int64)))
     sizes = [int(n) for n in lengths]
     seqs = np.split(values, np.cumsum(sizes)[:-1])
-    config = h.with_convention(config)
-    h.require_config(config, lengths=sizes, trail=(3,))
+    config = with_convention(config)
+    require_config(config, lengths=sizes, trail=(3,))
     cfg = reference.PackConfig(**config)  # type: ignore[arg-type]
     before = (values.tobytes(), lengths.tobytes())
     for rank in range(cfg.cp_size):
         want, _, _ = reference.pack_thd(seqs, cfg, rank)
         what = f"pack_flat(lengths={form} {lengths.tolist()}, config={config}, rank {rank})"
         try:
-            rows, _, _ = h.target().pack_flat(values, lengths, dict(config), rank)
+            rows, _, _ = target().pack_flat(values, lengths, dict(config), rank)
         except Exception as exc:  # the rejection is the failure under test
-            raise h.RuleViolation(f"{what}: a valid 1-D integer array, rejected: {exc!r}",
-                                  {"R-IN-1", "R-IN-6"}) from exc
-        if not h.same_value(np.asarray(rows), want):
-            raise h.RuleViolation(f"{what}: rows differ from the spec's", {"R-ROW-1"})
+            raise RuleViolation(f"{what}: a valid 1-D integer array, rejected: {exc!r}",
+                                {"R-IN-1", "R-IN-6"}) from exc
+        if not same_value(np.asarray(rows), want):
+            raise RuleViolation(f"{what}: rows differ from the spec's", {"R-ROW-1"})
         if (values.tobytes(), lengths.tobytes()) != before:
-            raise h.RuleViolation(f"{what}: wrote into its inputs", {"R-IN-6"})
+            raise RuleViolation(f"{what}: wrote into its inputs", {"R-IN-6"})
 
 
 @pytest.mark.rules("R-IN-1", "R-IN-6", "R-ROW-1")
@@ -63,19 +64,19 @@ def test_batch_arrays_the_caller_keeps(config: dict[str, object]) -> None:
     seqs = [np.broadcast_to(np.arange(3, dtype=np.int64), (5, 3)),
             _locked(np.arange(0, dtype=np.int64).reshape(0, 3)),
             _locked(np.arange(24, dtype=np.int64).reshape(8, 3))]
-    config = h.with_convention(config)
-    h.require_config(config, lengths=[5, 0, 8], trail=(3,))
+    config = with_convention(config)
+    require_config(config, lengths=[5, 0, 8], trail=(3,))
     cfg = reference.PackConfig(**config)  # type: ignore[arg-type]
-    before = h.snapshot(seqs)
+    before = snapshot(seqs)
     for rank in range(cfg.cp_size):
         want, _, _ = reference.pack_thd(seqs, cfg, rank)
         what = f"pack(read-only and broadcast arrays, config={config}, rank {rank})"
         try:
-            rows, _, _ = h.target().pack(seqs, dict(config), rank)
+            rows, _, _ = target().pack(seqs, dict(config), rank)
         except Exception as exc:  # the rejection is the failure under test
-            raise h.RuleViolation(f"{what}: valid arrays, rejected: {exc!r}",
-                                  {"R-IN-1", "R-IN-6"}) from exc
-        if not h.same_value(np.asarray(rows), want):
-            raise h.RuleViolation(f"{what}: rows differ from the spec's", {"R-ROW-1"})
-        if h.snapshot(seqs) != before:
-            raise h.RuleViolation(f"{what}: wrote into its inputs", {"R-IN-6"})
+            raise RuleViolation(f"{what}: valid arrays, rejected: {exc!r}",
+                                {"R-IN-1", "R-IN-6"}) from exc
+        if not same_value(np.asarray(rows), want):
+            raise RuleViolation(f"{what}: rows differ from the spec's", {"R-ROW-1"})
+        if snapshot(seqs) != before:
+            raise RuleViolation(f"{what}: wrote into its inputs", {"R-IN-6"})

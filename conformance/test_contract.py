@@ -27,11 +27,19 @@ from hypothesis import example, given, reject
 from hypothesis import strategies as st
 
 from . import contract
-from . import harness as h
 from .protocol import zero_length_of
+from .running import RankResult, run_target
 from .strategies import Batch, PackCase, batches, configs, fit_static, fp8_strategy, pack_cases
+from .under_test import (
+    RuleViolation,
+    assume_declared,
+    caps,
+    needs,
+    prop_settings,
+    target,
+)
 
-CAPS = h.caps()
+CAPS = caps()
 _SMALL = batches(caps=CAPS, max_batch=16, budget=800)
 _CONFIGS = configs(caps=CAPS)
 # (tp, cp) at the extremes that matter for FP8 and many ranks: tp * cp from 16 to 64 (a total
@@ -89,35 +97,35 @@ def _zz(**config: Any) -> dict[str, Any]:
             "min_local_rows": None, **config}
 
 
-def _run(case: PackCase) -> tuple[list[np.ndarray], list[h.RankResult]]:
+def _run(case: PackCase) -> tuple[list[np.ndarray], list[RankResult]]:
     """The batch's sequences as the target's segments stand for them (all of them, or the
     non-empty ones where the target declares the convention zero_length="omit",
     R-CONSUMER-14), and every rank's output."""
-    h.assume_declared(case)  # a pinned example may use a feature the target declines
+    assume_declared(case)  # a pinned example may use a feature the target declines
     seqs = case.batch.arrays()
-    got = h.run_target(case, seqs)
-    return contract.segment_batch(seqs, zero_length_of(h.target())), got
+    got = run_target(case, seqs)
+    return contract.segment_batch(seqs, zero_length_of(target())), got
 
 
-def _buffer(got: list[h.RankResult], case: PackCase) -> contract.Buffer:
+def _buffer(got: list[RankResult], case: PackCase) -> contract.Buffer:
     """The target's buffer for the row checks; a case whose buffer breaks R-CONSUMER-1..3 is
     rejected here (test_contract_buffer reports it), so these rules are decided on the others."""
     try:
         return contract.check_buffer(got, case.config)
-    except h.RuleViolation:
+    except RuleViolation:
         reject()
 
 
-def _given(got: list[h.RankResult], key: str) -> None:
+def _given(got: list[RankResult], key: str) -> None:
     """Skip a rule whose field the target never gives: no verdict without data."""
     if key not in got[0].meta:
-        pytest.skip(f"target {h.target().name!r} gives no {key} (the rule needs it)")
+        pytest.skip(f"target {target().name!r} gives no {key} (the rule needs it)")
 
 
-def _given_positions(got: list[h.RankResult]) -> None:
+def _given_positions(got: list[RankResult]) -> None:
     """Skip a position-id rule where a rank gives none (`Packed(position_ids=None)`)."""
     if any(r.pos is None for r in got):
-        pytest.skip(f"target {h.target().name!r} gives no position ids (the rule needs them)")
+        pytest.skip(f"target {target().name!r} gives no position ids (the rule needs them)")
 
 
 # The errata's and the issue's smallest cases, as explicit examples.
@@ -153,7 +161,7 @@ def _judging(check: Callable[[PackCase], None], draw: str) -> Callable[[PackCase
 
 
 def _contract(name: str, check: Callable[[PackCase], None], *, rules: tuple[str, ...],
-              need_roll: bool | None = False, weight: float = 0.5, needs: tuple[str, ...] = (),
+              need_roll: bool | None = False, weight: float = 0.5, declares: tuple[str, ...] = (),
               examples: tuple[PackCase, ...] = (), config: Any = _CONFIGS) -> None:
     """Register `check` as one test per draw of DRAWS (`name`, `name_nondegenerate`,
     `name_nonempty`), each with the rule markers, the pinned examples (judged as that draw
@@ -166,9 +174,9 @@ def _contract(name: str, check: Callable[[PackCase], None], *, rules: tuple[str,
         fn: Any = given(_cases(need_roll, draw, config))(test)
         for case in reversed(examples):
             fn = example(excluding(draw, case))(fn)
-        fn = h.prop_settings(weight if draw == "any" else weight / 2)(fn)
-        for cap in needs:
-            fn = h.needs(cap)(fn)
+        fn = prop_settings(weight if draw == "any" else weight / 2)(fn)
+        for cap in declares:
+            fn = needs(cap)(fn)
         globals()[name + suffix] = pytest.mark.rules(*rules)(fn)
 
 
@@ -259,14 +267,14 @@ def _check_positions_not_negative(case: PackCase) -> None:
         pos = np.asarray(result.pos)
         if pos.size and pos.dtype.kind in "iu" and int(pos.min()) < 0:
             k = int(np.argmin(pos))
-            raise h.RuleViolation(f"rank {rank} row {k}: position id {int(pos[k])}", {"R-POS-4"})
+            raise RuleViolation(f"rank {rank} row {k}: position id {int(pos[k])}", {"R-POS-4"})
 
 
 def _check_unpack(case: PackCase) -> None:
     """The target's unpack of its own pack, with its own metadata, returns the batch."""
     _, got = _run(case)
     seqs = case.batch.arrays()  # all B sequences, whatever the metadata keeps (R-CONSUMER-14)
-    unpacked = h.target().unpack([g.rows for g in got], got[0].meta, dict(case.config))
+    unpacked = target().unpack([g.rows for g in got], got[0].meta, dict(case.config))
     contract.check_unpack(seqs, unpacked)
 
 
@@ -275,7 +283,7 @@ _contract("test_contract_buffer", _check_buffer, need_roll=None, weight=1.0,
           examples=(E1_BUCKET, E2_MIN_ROWS, TRAILING_EMPTY, ALL_EMPTY))
 _contract("test_contract_tp_split", _check_tp_split, rules=("R-CONSUMER-4",), weight=1.0,
           examples=(E1_TP,), config=_WIDE_CONFIGS)
-_contract("test_contract_fp8_split", _check_fp8_split, rules=("R-CONSUMER-5",), needs=("fp8",),
+_contract("test_contract_fp8_split", _check_fp8_split, rules=("R-CONSUMER-5",), declares=("fp8",),
           examples=(FP8_BUCKET, E2_FP8, MXFP8_TP, *FP8_WIDE),
           config=st.one_of(configs(caps=CAPS, fp8=fp8_strategy(CAPS)),
                            _extreme_configs(fp8=fp8_strategy(CAPS))))
@@ -288,17 +296,17 @@ _contract("test_contract_tokens", _check_tokens,
           weight=1.0, examples=(E1_BUCKET, TRAILING_EMPTY, ALL_EMPTY))
 _contract("test_contract_positions", _check_positions, rules=("R-CONSUMER-10",))
 _contract("test_contract_labels", _check_labels, rules=("R-CONSUMER-11",), need_roll=True,
-          needs=("need_roll",), examples=(E3_LABEL,))
+          declares=("need_roll",), examples=(E3_LABEL,))
 _contract("test_contract_no_leak", _check_no_leak, rules=("R-CONSUMER-12",), need_roll=None,
           examples=(E4_LEAK,))
 _contract("test_contract_ignored_labels", _check_ignored_labels, rules=("R-CONSUMER-15",),
-          need_roll=True, needs=("need_roll", "labels_ignore"), examples=(IGNORE_LABELS,),
+          need_roll=True, declares=("need_roll", "labels_ignore"), examples=(IGNORE_LABELS,),
           config=configs(caps=CAPS, labels=st.just("ignore")))
 _contract("test_contract_position_boundaries", _check_position_boundaries, rules=("R-PID-2",),
           examples=(RING, TRAILING_EMPTY))
 _contract("test_position_ids_never_negative", _check_positions_not_negative,
           rules=("R-POS-4",), need_roll=None)
-_contract("test_contract_unpack", _check_unpack, rules=("R-CONSUMER-13",), needs=("unpack",),
+_contract("test_contract_unpack", _check_unpack, rules=("R-CONSUMER-13",), declares=("unpack",),
           examples=(TRAILING_EMPTY, ALL_EMPTY))
 
 
@@ -310,9 +318,9 @@ _ALL_RULES = (*(f"R-CONSUMER-{k}" for k in range(1, 16)), "R-PID-2")
 
 @pytest.mark.rules(*_ALL_RULES)
 @pytest.mark.parametrize("batch", [
-    pytest.param(name, marks=h.needs("zero_length")) if 0 in lengths else name
+    pytest.param(name, marks=needs("zero_length")) if 0 in lengths else name
     for name, lengths in DEGENERATE.items()])
-@h.prop_settings(0.2)
+@prop_settings(0.2)
 @given(config=_CONFIGS, need_roll=st.booleans())
 def test_contract_degenerate(batch: str, config: dict[str, Any], need_roll: bool) -> None:
     """A degenerate batch (every sequence empty, one row in all) under a drawn config: every
@@ -321,11 +329,11 @@ def test_contract_degenerate(batch: str, config: dict[str, Any], need_roll: bool
     lengths = DEGENERATE[batch]
     roll = need_roll and "need_roll" in CAPS
     case = PackCase(fit_static(config, len(lengths)), Batch(lengths), need_roll=roll)
-    h.assume_declared(case)
+    assume_declared(case)
     seqs = case.batch.arrays()
-    got = h.run_target(case, seqs)
+    got = run_target(case, seqs)
     contract.check_pack(seqs, got, case.config, need_roll=roll,
-                        zero_length=zero_length_of(h.target()))
+                        zero_length=zero_length_of(target()))
     if "unpack" in CAPS and not roll:
-        unpacked = h.target().unpack([g.rows for g in got], got[0].meta, dict(case.config))
+        unpacked = target().unpack([g.rows for g in got], got[0].meta, dict(case.config))
         contract.check_unpack(seqs, unpacked)

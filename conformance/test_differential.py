@@ -12,8 +12,26 @@ import pytest
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
-from . import harness as h
+import reference
+
+from .compare import (
+    check_meta,
+    check_positions,
+    check_rows,
+    check_same_rejection,
+    meta_mismatches,
+    outcome,
+)
 from .protocol import plain_meta
+from .running import (
+    RankResult,
+    call_target,
+    readable_output,
+    ref_config,
+    run_reference,
+    run_target,
+    valid_input_rules,
+)
 from .strategies import (
     Batch,
     PackCase,
@@ -23,8 +41,17 @@ from .strategies import (
     rows_bound,
     zero_length_batches,
 )
+from .under_test import (
+    RuleViolation,
+    assume_declared,
+    caps,
+    needs,
+    prop_settings,
+    target,
+    within_rows,
+)
 
-CAPS = h.caps()
+CAPS = caps()
 # Sharding, labels and empty sequences are tested without the total-level stages (bucket,
 # min_local_rows), so that a bug there does not hide one here; test_pack_matches_reference
 # combines everything.
@@ -38,23 +65,23 @@ def _meta_case(config: st.SearchStrategy[dict]) -> st.SearchStrategy[PackCase]:
 
 
 def _check_meta(case: PackCase) -> None:
-    h.assume_declared(case)
+    assume_declared(case)
     seqs = case.batch.arrays()
-    h.check_meta(h.run_target(case, seqs), h.run_reference(case, seqs), case.config)
+    check_meta(run_target(case, seqs), run_reference(case, seqs), case.config)
 
 
 @pytest.mark.rules("R-ALIGN-1", "R-ALIGN-2", "R-ALIGN-3", "R-META-1", "R-META-2", "R-META-3",
                    "R-META-4", "R-META-6")
-@h.prop_settings()
+@prop_settings()
 @given(_meta_case(configs(caps=CAPS, bucket=st.none(), min_local_rows=st.none())))
 def test_plan_alignment_matches_reference(case: PackCase) -> None:
     """Per-sequence padding, boundaries and max_seqlen, without total-level stages."""
     _check_meta(case)
 
 
-@h.needs("fp8")
+@needs("fp8")
 @pytest.mark.rules("R-ALIGN-2", "R-TOTAL-1", "R-TOTAL-2", "R-TOTAL-4", "R-TOTAL-5")
-@h.prop_settings()
+@prop_settings()
 @given(_meta_case(configs(caps=CAPS, fp8=st.just(True), bucket=st.none(),
                           min_local_rows=st.none(), tp=st.integers(1, 4),
                           cp=st.integers(1, 4))))
@@ -63,9 +90,9 @@ def test_plan_fp8_matches_reference(case: PackCase) -> None:
     _check_meta(case)
 
 
-@h.needs("bucket")
+@needs("bucket")
 @pytest.mark.rules("R-TOTAL-2", "R-TOTAL-4", "R-TOTAL-5", "R-META-5")
-@h.prop_settings()
+@prop_settings()
 @example(PackCase(config={"tp_size": 2, "cp_size": 1, "bucket": 3}, batch=Batch((1,))))  # E-1
 @example(PackCase(config={"cp_size": 2, "bucket": 6}, batch=Batch((3,))))  # erratum E-1
 @given(_meta_case(configs(caps=CAPS, fp8=st.just(False), min_local_rows=st.none(),
@@ -76,9 +103,9 @@ def test_plan_bucket_matches_reference(case: PackCase) -> None:
     _check_meta(case)
 
 
-@h.needs("min_local_rows")
+@needs("min_local_rows")
 @pytest.mark.rules("R-TOTAL-3", "R-TOTAL-4", "R-TOTAL-5", "R-META-5")
-@h.prop_settings()
+@prop_settings()
 @example(PackCase(config={"cp_size": 2, "min_local_rows": 3}, batch=Batch((1,))))  # E-2
 @example(PackCase(config={"fp8": True, "min_local_rows": 200}, batch=Batch((1,))))  # E-2
 @given(_meta_case(configs(caps=CAPS, fp8=st.just(False), bucket=st.none(),
@@ -90,16 +117,16 @@ def test_plan_min_local_rows_matches_reference(case: PackCase) -> None:
 
 @pytest.mark.rules("R-META-1", "R-META-2", "R-META-3", "R-META-4", "R-META-5", "R-META-6",
                    "R-TOTAL-2", "R-TOTAL-3", "R-TOTAL-4", "R-TOTAL-5")
-@h.prop_settings()
+@prop_settings()
 @given(_meta_case(configs(caps=CAPS)))
 def test_plan_any_config_matches_reference(case: PackCase) -> None:
     """All stages together: fp8, bucket and min_local_rows combined."""
     _check_meta(case)
 
 
-@h.needs("plan")
+@needs("plan")
 @pytest.mark.rules("R-TOTAL-6", "R-META-1", "R-META-3", "R-META-5")
-@h.prop_settings()
+@prop_settings()
 @example([2**31 - 1], {}, "list")  # the largest total that fits int32
 @example([2**31 - 2, 1], {}, "ndarray-int64")
 @example([2**31 - 1, 1], {}, "tuple")  # one row too many
@@ -113,8 +140,8 @@ def test_plan_only_large_lengths_match_reference(seqlens: list[int], config: dic
     """Metadata without data, for lengths near the int32 limit (capability `plan`); the
     lengths come as a list, tuple or NumPy array (R-ERR-1: any integers). Totals above the
     target's `max_rows` are not run."""
-    h.assume_declared(config=config, lengths=seqlens)
-    assume(h.within_rows(rows_bound(seqlens, config)))
+    assume_declared(config=config, lengths=seqlens)
+    assume(within_rows(rows_bound(seqlens, config)))
     if container == "tuple":
         seqlens = tuple(seqlens)  # type: ignore[assignment]
     elif container.startswith("ndarray"):
@@ -122,27 +149,27 @@ def test_plan_only_large_lengths_match_reference(seqlens: list[int], config: dic
         if max(seqlens) > np.iinfo(dtype).max:
             dtype = "int64"
         seqlens = np.asarray(seqlens, dtype=dtype)  # type: ignore[assignment]
-    want = h.outcome(lambda: h.reference.plan_thd(seqlens, h.ref_config(config)))
-    got = h.outcome(lambda: h.target().plan(seqlens, dict(config)))
-    h.check_same_rejection(want, got, f"plan({seqlens}, {config})")
+    want = outcome(lambda: reference.plan_thd(seqlens, ref_config(config)))
+    got = outcome(lambda: target().plan(seqlens, dict(config)))
+    check_same_rejection(want, got, f"plan({seqlens}, {config})")
     if want is None:
-        problems = h.meta_mismatches(h.target().plan(seqlens, dict(config)),
-                                     h.reference.plan_thd(seqlens, h.ref_config(config)))
+        problems = meta_mismatches(target().plan(seqlens, dict(config)),
+                                   reference.plan_thd(seqlens, ref_config(config)))
         assert not problems, "; ".join(problems)
 
 
 def _check_pack(case: PackCase) -> None:
-    h.assume_declared(case)  # a pinned example with a feature the target declines
+    assume_declared(case)  # a pinned example with a feature the target declines
     seqs = case.batch.arrays()
-    got, want = h.run_target(case, seqs), h.run_reference(case, seqs)
-    h.check_meta(got, want, case.config)
-    h.check_rows(case, got, want)
-    h.check_positions(case, got, want)
+    got, want = run_target(case, seqs), run_reference(case, seqs)
+    check_meta(got, want, case.config)
+    check_rows(case, got, want)
+    check_positions(case, got, want)
 
 
 @pytest.mark.rules("R-IN-1", "R-ALIGN-4", "R-ROW-1", "R-ROW-2", "R-POS-1", "R-POS-2",
                    "R-POS-3")
-@h.prop_settings()
+@prop_settings()
 @example(PackCase(config={"cp_size": 2}, batch=Batch((3, 5), dtype="float32", seed=1),
                   pad_value=-0.0))
 @given(pack_cases(caps=CAPS, need_roll=False))
@@ -152,7 +179,7 @@ def test_pack_matches_reference(case: PackCase) -> None:
 
 
 @pytest.mark.rules("R-SHARD-1", "R-ROW-1", "R-POS-2")
-@h.prop_settings(0.5)
+@prop_settings(0.5)
 @given(pack_cases(caps=CAPS, need_roll=False,
                   config=configs(caps=CAPS, cp=st.just(1), **NO_TOTAL_STAGES)))
 def test_single_rank_matches_reference(case: PackCase) -> None:
@@ -161,7 +188,7 @@ def test_single_rank_matches_reference(case: PackCase) -> None:
 
 
 @pytest.mark.rules("R-SHARD-2", "R-ROW-1", "R-POS-2")
-@h.prop_settings()
+@prop_settings()
 @given(pack_cases(caps=CAPS, need_roll=False,
                   config=configs(caps=CAPS, cp=st.integers(2, 8), contiguous_cp=False,
                                  **NO_TOTAL_STAGES)))
@@ -170,9 +197,9 @@ def test_zigzag_matches_reference(case: PackCase) -> None:
     _check_pack(case)
 
 
-@h.needs("contiguous")
+@needs("contiguous")
 @pytest.mark.rules("R-SHARD-3", "R-ROW-1", "R-POS-2")
-@h.prop_settings(0.5)
+@prop_settings(0.5)
 @given(st.data())
 def test_contiguous_matches_reference(data: st.DataObject) -> None:
     """Contiguous: rank r holds global rows [r * local_rows, (r+1) * local_rows)."""
@@ -181,9 +208,9 @@ def test_contiguous_matches_reference(data: st.DataObject) -> None:
     _check_pack(data.draw(pack_cases(caps=CAPS, need_roll=False, config=cfg), label="case"))
 
 
-@h.needs("need_roll")
+@needs("need_roll")
 @pytest.mark.rules("R-ROLL-1", "R-ROLL-2", "R-ROLL-3")
-@h.prop_settings()
+@prop_settings()
 @example(PackCase(config={"cp_size": 2}, batch=Batch((4,)), need_roll=True))  # erratum E-5
 @example(PackCase(config={"cp_size": 2}, batch=Batch((3,)), need_roll=True))  # E-4
 @example(PackCase(config={"tp_size": 2}, batch=Batch((1, 2)), need_roll=True))  # E-4
@@ -196,9 +223,9 @@ def test_need_roll_matches_reference(case: PackCase) -> None:
     _check_pack(case)
 
 
-@h.needs("zero_length")
+@needs("zero_length")
 @pytest.mark.rules("R-IN-2", "R-ROW-3")
-@h.prop_settings()
+@prop_settings()
 @example(PackCase(config={"cp_size": 2}, batch=Batch((4, 0)), need_roll=True))  # erratum E-3
 @example(PackCase(config={"cp_size": 2}, batch=Batch((0,)), need_roll=True))  # E-3
 @example(PackCase(config={"cp_size": 2}, batch=Batch((4, 0, 2)), need_roll=True))
@@ -213,12 +240,12 @@ def test_zero_length_sequences_match_reference(case: PackCase) -> None:
 
 
 # Input containers other than a list of arrays (capability `batch_forms`); "list" without it.
-FORMS: tuple[str, ...] = tuple(getattr(h.target(), "batch_forms", ())) or ("list",)
+FORMS: tuple[str, ...] = tuple(getattr(target(), "batch_forms", ())) or ("list",)
 
 
-@h.needs("batch_forms")
+@needs("batch_forms")
 @pytest.mark.rules("R-IN-1", "R-IN-2", "R-ROW-1", "R-ROW-2", "R-POS-2", "R-ROLL-1")
-@h.prop_settings(0.5)
+@prop_settings(0.5)
 @example(PackCase(config={"cp_size": 2}, batch=Batch((3, 0, 5), trail=(2,), dtype="float32")),
          "nested-gaps")
 # impl's mask form with the mask at storage offset 9 (a word scan must not view it as int64)
@@ -231,24 +258,24 @@ def test_batch_forms_match_reference(case: PackCase, form: str) -> None:
     and mask that are views at a storage offset, ...) packs to the reference's rows and position
     ids on every rank."""
     assume(form in FORMS)  # the examples name impl's forms
-    h.assume_declared(case)
+    assume_declared(case)
     seqs = case.batch.arrays()
     got = []
     for rank in range(case.cp_size):
         what = f"pack_as({form!r}, rank {rank})"
-        result = h.call_target(what, h.target().pack_as, form, seqs, dict(case.config), rank,
-                               need_roll=case.need_roll, pad_value=case.pad_value,
-                               rules=h.valid_input_rules(case))
-        got.append(h.RankResult(*h.readable_output(result, what)))
-    want = h.run_reference(case, seqs)
-    h.check_meta(got, want, case.config)
-    h.check_rows(case, got, want)
-    h.check_positions(case, got, want)
+        result = call_target(what, target().pack_as, form, seqs, dict(case.config), rank,
+                             need_roll=case.need_roll, pad_value=case.pad_value,
+                             rules=valid_input_rules(case))
+        got.append(RankResult(*readable_output(result, what)))
+    want = run_reference(case, seqs)
+    check_meta(got, want, case.config)
+    check_rows(case, got, want)
+    check_positions(case, got, want)
 
 
-@h.needs("row_map")
+@needs("row_map")
 @pytest.mark.rules("R-SHARD-1", "R-SHARD-2", "R-SHARD-3", "R-ALIGN-4")
-@h.prop_settings(0.5)
+@prop_settings(0.5)
 @example([3, 0, 5], {"cp_size": 2})
 @example([7], {"cp_size": 3, "cp_layout": "contiguous", "min_local_rows": 5})
 @given(st.lists(st.integers(0 if "zero_length" in CAPS else 1, 200), min_size=1, max_size=12),
@@ -257,9 +284,9 @@ def test_row_map_matches_reference(seqlens: list[int], config: dict[str, Any]) -
     """The target's row map (capability `row_map`) equals the reference's, row by row, on the
     reference's plan: the sharding compared without data, so a wrong map is found even where
     the values happen to coincide."""
-    h.assume_declared(config=config, lengths=seqlens)
-    cfg = h.ref_config(config)
-    plan = h.reference.plan_thd(seqlens, cfg)
+    assume_declared(config=config, lengths=seqlens)
+    cfg = ref_config(config)
+    plan = reference.plan_thd(seqlens, cfg)
     meta = plain_meta(plan)
     if cfg.cp_size == 1:
         shard_rule = "R-SHARD-1"
@@ -267,20 +294,20 @@ def test_row_map_matches_reference(seqlens: list[int], config: dict[str, Any]) -
         shard_rule = "R-SHARD-2" if cfg.cp_layout == "zigzag" else "R-SHARD-3"
     for rank in range(cfg.cp_size):
         seq, offset, real = (np.asarray(a) for a in
-                             h.target().row_map(dict(meta), dict(config), rank))
-        want = h.reference.row_map(plan, cfg, rank)
+                             target().row_map(dict(meta), dict(config), rank))
+        want = reference.row_map(plan, cfg, rank)
         where = f"seqlens={seqlens}, config={config}, rank {rank}"
         if not len(seq) == len(offset) == len(real) == len(want):
-            raise h.RuleViolation(f"{where}: row map has {len(seq)} rows, the spec "
-                                  f"{len(want)}", {shard_rule})
+            raise RuleViolation(f"{where}: row map has {len(seq)} rows, the spec "
+                                f"{len(want)}", {shard_rule})
         for k, src in enumerate(want):
             if (int(seq[k]), int(offset[k])) != (src.seq, src.offset):
-                raise h.RuleViolation(
+                raise RuleViolation(
                     f"{where}: local row {k} comes from sequence {int(seq[k])} offset "
                     f"{int(offset[k])}, the spec says sequence {src.seq} offset {src.offset}",
                     {shard_rule})
             if bool(real[k]) != src.real:
-                raise h.RuleViolation(
+                raise RuleViolation(
                     f"{where}: local row {k} (sequence {src.seq}, offset {src.offset}) is marked "
                     f"real={bool(real[k])}, the spec says {src.real}", {"R-ALIGN-4"})
 
@@ -291,9 +318,9 @@ def test_row_map_matches_reference(seqlens: list[int], config: dict[str, Any]) -
 # compared under its own).
 
 
-@h.needs("seq_align_cp")
+@needs("seq_align_cp")
 @pytest.mark.rules("R-ALIGN-5", "R-TOTAL-2", "R-TOTAL-4", "R-META-1", "R-META-3")
-@h.prop_settings()
+@prop_settings()
 @example(PackCase(config={"tp_size": 3, "cp_size": 1, "seq_align": "cp"},
                   batch=Batch((1, 2, 0))))
 @given(_meta_case(configs(caps=CAPS, seq_align=st.just("cp"))))
@@ -302,9 +329,9 @@ def test_plan_seq_align_cp_matches_reference(case: PackCase) -> None:
     _check_meta(case)
 
 
-@h.needs("fp8_recipes")
+@needs("fp8_recipes")
 @pytest.mark.rules("R-FP8-1", "R-TOTAL-1", "R-ALIGN-2", "R-TOTAL-2", "R-TOTAL-4")
-@h.prop_settings()
+@prop_settings()
 @example(PackCase(config={"tp_size": 2, "cp_size": 1, "fp8": "mxfp8"}, batch=Batch((5, 3))))
 @example(PackCase(config={"cp_size": 2, "fp8": "nvfp4", "bucket": 100}, batch=Batch((7,))))
 @given(_meta_case(configs(caps=CAPS, fp8=st.sampled_from(["tensor", "mxfp8", "block", "nvfp4"]),
@@ -314,9 +341,9 @@ def test_plan_fp8_recipes_match_reference(case: PackCase) -> None:
     _check_meta(case)
 
 
-@h.needs("tail_segment")
+@needs("tail_segment")
 @pytest.mark.rules("R-TAIL-1", "R-TAIL-2", "R-META-1", "R-META-3", "R-ROW-2", "R-POS-2")
-@h.prop_settings()
+@prop_settings()
 @example(PackCase(config={"bucket": 512, "tail": "segment"}, batch=Batch((513,))))
 @example(PackCase(config={"cp_size": 2, "tail": "segment", "bucket": 12}, batch=Batch((3, 0))))
 @example(PackCase(config={"tail": "segment"}, batch=Batch((4, 4))))  # T = S: no segment
@@ -328,9 +355,9 @@ def test_tail_segment_matches_reference(case: PackCase) -> None:
     _check_pack(case)
 
 
-@h.needs("static_metadata")
+@needs("static_metadata")
 @pytest.mark.rules("R-STATIC-1", "R-STATIC-2", "R-META-7", "R-META-1", "R-META-3", "R-ROW-2")
-@h.prop_settings()
+@prop_settings()
 @example(PackCase(config={"cp_size": 2, "max_num_seqs": 4, "max_seqlen": "total"},
                   batch=Batch((3, 5))))
 @given(pack_cases(caps=CAPS, need_roll=False, config=configs(caps=CAPS, static=True)))

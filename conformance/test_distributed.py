@@ -18,9 +18,11 @@ import pytest
 import reference
 
 from . import gloo
-from . import harness as h
 from ._packed_cases import MaskCase
+from .compare import check_local_grad, same_bits
+from .running import ref_config
 from .strategies import Batch, PackCase
+from .under_test import caps, needs, target_spec
 
 TIMEOUT_S = 60
 
@@ -47,7 +49,7 @@ def _run_group(tmp_path: Path, cp: int, world: int, cases: list[PackCase],
                packed: list[MaskCase] | None = None) -> list[dict[str, Any]]:
     """Start `world` worker processes (world // cp CP groups), wait with a bound, always reap
     them."""
-    job = {"cp": cp, "timeout": TIMEOUT_S, "target": h.target_spec(), "cases": cases,
+    job = {"cp": cp, "timeout": TIMEOUT_S, "target": target_spec(), "cases": cases,
            "packed": packed or []}
     results = gloo.launch("conformance._distributed", job, tmp_path, world, TIMEOUT_S * 2)
     for rank, data in enumerate(results):
@@ -55,7 +57,7 @@ def _run_group(tmp_path: Path, cp: int, world: int, cases: list[PackCase],
     return results
 
 
-@h.needs("distributed")
+@needs("distributed")
 @pytest.mark.rules("R-MEG-3", "R-UNPACK-1", "R-UNPACK-2")
 @pytest.mark.parametrize("cp,world", [(2, 4), (4, 4)], ids=["cp2-two-groups", "cp4"])
 def test_distributed_unpack(tmp_path: Path, cp: int, world: int) -> None:
@@ -63,12 +65,12 @@ def test_distributed_unpack(tmp_path: Path, cp: int, world: int) -> None:
     own rows carry gradient 1 where real and 0 where padding. With cp 2 the world of 4 holds
     two CP groups, so gathering over the default group instead of the CP group fails. Both
     layouts share one world (the contiguous one where the target supports it)."""
-    layouts = ["zigzag", "contiguous"] if "contiguous" in h.caps() else ["zigzag"]
+    layouts = ["zigzag", "contiguous"] if "contiguous" in caps() else ["zigzag"]
     cases = [case for layout in layouts for case in _cases(cp, layout)]
     results = _run_group(tmp_path, cp, world, cases)
     for index, case in enumerate(cases):
         seqs = case.batch.arrays()
-        cfg = h.ref_config(case.config)
+        cfg = ref_config(case.config)
         plan = reference.plan_thd(list(case.batch.lengths), cfg)
         shards = [reference.pack_thd(seqs, cfg, r)[0] for r in range(cp)]
         want = reference.unpack_thd(shards, plan, cfg)
@@ -78,13 +80,13 @@ def test_distributed_unpack(tmp_path: Path, cp: int, world: int) -> None:
             outs = got["outputs"]
             assert len(outs) == len(want), f"case {case}: rank {rank} got {len(outs)} sequences"
             for i, (g, w) in enumerate(zip(outs, want, strict=True)):
-                assert h.same_bits(np.asarray(g), w), (
+                assert same_bits(np.asarray(g), w), (
                     f"case {case}: rank {rank} sequence {i}: {np.asarray(g)!r}, spec {w!r}"
                 )
-            h.check_local_grad(got["grad"], plan, cfg, rank, f"case {case}")
+            check_local_grad(got["grad"], plan, cfg, rank, f"case {case}")
 
 
-@h.needs("distributed", "packed_seqs")
+@needs("distributed", "packed_seqs")
 @pytest.mark.rules("R-MEG-8", "R-MEG-9")
 @pytest.mark.parametrize("cp,world", [(2, 4), (4, 4)], ids=["cp2-two-groups", "cp4"])
 def test_distributed_packed_seqs(tmp_path: Path, cp: int, world: int) -> None:
@@ -101,6 +103,6 @@ def test_distributed_packed_seqs(tmp_path: Path, cp: int, world: int) -> None:
         for world_rank, data in enumerate(results):
             rank = world_rank % cp
             got = data["packed"][index]
-            assert h.same_bits(np.asarray(got["output"]), want.astype(values.dtype)), \
+            assert same_bits(np.asarray(got["output"]), want.astype(values.dtype)), \
                 f"case {case}: rank {rank} got {np.asarray(got['output']).tolist()}"
-            h.check_local_grad(got["grad"], plan, cfg, rank, f"case {case}")
+            check_local_grad(got["grad"], plan, cfg, rank, f"case {case}")

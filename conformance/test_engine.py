@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 import reference
 
-from . import harness as h
+from .compare import check_same_rejection, names_field, outcome
+from .under_test import needs, prop_settings, target
 
 FLAGS = ("pad_to_length", "use_remove_padding", "dynamic_context_parallel",
          "distillation_use_topk", "router_replay", "use_fp8_padding")
@@ -19,13 +20,13 @@ flag_values = st.one_of(st.booleans(), st.sampled_from([0, 1, None, "true"]))
 
 
 def _compare(flags: dict[str, Any]) -> None:
-    want = h.outcome(lambda: reference.resolve_engine_config(**flags))
-    got = h.outcome(lambda: h.target().resolve_engine_config(**flags))
-    h.check_same_rejection(want, got, f"resolve_engine_config({flags})")
+    want = outcome(lambda: reference.resolve_engine_config(**flags))
+    got = outcome(lambda: target().resolve_engine_config(**flags))
+    check_same_rejection(want, got, f"resolve_engine_config({flags})")
     if want is None:
         cfg = reference.resolve_engine_config(**flags)
         expected = {k: getattr(cfg, k) for k in CONFIG_KEYS}
-        actual = {k: h.target().resolve_engine_config(**flags)[k] for k in CONFIG_KEYS}
+        actual = {k: target().resolve_engine_config(**flags)[k] for k in CONFIG_KEYS}
         assert actual == expected, f"resolve_engine_config({flags}): {actual}, spec {expected}"
 
 
@@ -51,10 +52,10 @@ def _all_engine_flags(draw: st.DrawFn, *, typed: bool) -> dict[str, Any]:
     return flags
 
 
-@h.needs("engine")
+@needs("engine")
 @pytest.mark.rules("R-ENGINE-2", "R-ENGINE-3", "R-ENGINE-4", "R-ENGINE-5", "R-ENGINE-6",
                    "R-ENGINE-7")
-@h.prop_settings()
+@prop_settings()
 @example({})
 @example({"pad_to_length": True, "use_remove_padding": False})
 @example({"dynamic_context_parallel": True, "use_remove_padding": False})
@@ -66,9 +67,9 @@ def test_engine_flags_match_reference(flags: dict[str, Any]) -> None:
     _compare(flags)
 
 
-@h.needs("engine")
+@needs("engine")
 @pytest.mark.rules("R-ENGINE-1", "R-ERR-3")
-@h.prop_settings()
+@prop_settings()
 @example({"pad_to_length_bucket": 0})
 @example({"pad_to_length_bucket": True})
 @example({"use_fp8_padding": 1})
@@ -80,7 +81,7 @@ def test_engine_flag_types_match_reference(flags: dict[str, Any]) -> None:
     _compare(flags)
 
 
-@h.needs("engine")
+@needs("engine")
 @pytest.mark.rules("R-ENGINE-2", "R-ENGINE-3")
 @pytest.mark.parametrize("flags,error", [
     ({"dynamic_context_parallel": True, "use_remove_padding": False}, ValueError),
@@ -90,38 +91,38 @@ def test_dynamic_context_parallel_rejected(flags: dict[str, Any], error: type) -
     """Dynamic context parallel: without remove-padding ValueError, with a bucket
     NotImplementedError (verl's engine behaviour)."""
     with pytest.raises(error) as caught:
-        h.target().resolve_engine_config(**flags)
-    assert all(h._names(flag, str(caught.value)) for flag in flags), str(caught.value)
+        target().resolve_engine_config(**flags)
+    assert all(names_field(flag, str(caught.value)) for flag in flags), str(caught.value)
 
 
-@h.needs("engine")
+@needs("engine")
 @pytest.mark.rules("R-ENGINE-5")
 def test_topk_distillation_rejected_with_bucket() -> None:
     """Top-K distillation cannot use static packed shapes: RuntimeError."""
     with pytest.raises(RuntimeError) as caught:
-        h.target().resolve_engine_config(pad_to_length=True, distillation_use_topk=True)
+        target().resolve_engine_config(pad_to_length=True, distillation_use_topk=True)
     # spec section 11: the message names the field (which flag forbids which)
-    assert h._names("pad_to_length", str(caught.value)), str(caught.value)
-    assert h.target().resolve_engine_config(distillation_use_topk=True)["bucket"] is None
+    assert names_field("pad_to_length", str(caught.value)), str(caught.value)
+    assert target().resolve_engine_config(distillation_use_topk=True)["bucket"] is None
 
 
-@h.needs("engine")
+@needs("engine")
 @pytest.mark.rules("R-ENGINE-6")
 def test_router_replay_rejected_with_bucket() -> None:
     """Router replay cannot use static packed shapes: RuntimeError."""
     with pytest.raises(RuntimeError) as caught:
-        h.target().resolve_engine_config(pad_to_length=True, router_replay=True)
-    assert h._names("pad_to_length", str(caught.value)), str(caught.value)
-    assert h.target().resolve_engine_config(router_replay=True)["bucket"] is None
+        target().resolve_engine_config(pad_to_length=True, router_replay=True)
+    assert names_field("pad_to_length", str(caught.value)), str(caught.value)
+    assert target().resolve_engine_config(router_replay=True)["bucket"] is None
 
 
-@h.needs("engine")
+@needs("engine")
 @pytest.mark.rules("R-ENGINE-4", "R-ENGINE-7")
 def test_bucket_needs_remove_padding() -> None:
     """pad_to_length without remove-padding is rejected (erratum E-6), with it the bucket is
     used, and without pad_to_length the bucket is ignored."""
     with pytest.raises(ValueError):
-        h.target().resolve_engine_config(pad_to_length=True, use_remove_padding=False)
-    assert h.target().resolve_engine_config(pad_to_length=True,
-                                            pad_to_length_bucket=256)["bucket"] == 256
-    assert h.target().resolve_engine_config(pad_to_length_bucket=256)["bucket"] is None
+        target().resolve_engine_config(pad_to_length=True, use_remove_padding=False)
+    assert target().resolve_engine_config(pad_to_length=True,
+                                          pad_to_length_bucket=256)["bucket"] == 256
+    assert target().resolve_engine_config(pad_to_length_bucket=256)["bucket"] is None

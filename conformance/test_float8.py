@@ -14,7 +14,8 @@ import pytest
 
 import reference
 
-from . import harness as h
+from .compare import names_field, outcome, same_bits
+from .under_test import RuleViolation, require, target
 
 # (dtype, pad value, its encoding); 0.0 and -0.0 differ only in the sign bit.
 CASES: list[tuple[str, float, int]] = [
@@ -35,19 +36,19 @@ CONFIGS = ({"cp_size": 2}, {"cp_size": 2, "tp_size": 8}, {"cp_size": 3, "cp_layo
 def test_float8_rows_and_padding(dtype: str, pad_value: float, encoding: int) -> None:
     """Every rank's rows are the reference's for the same bits as uint8 with the pad value's
     encoding as `pad_value` (few padding rows, and mostly padding with tp_size=8)."""
-    h.require("float8", "zero_length")
+    require("float8", "zero_length")
     rng = np.random.default_rng(7)
     bits = [rng.integers(0, 256, n).astype(np.uint8) for n in (5, 0, 11)]
     for config in CONFIGS:
         if config.get("cp_layout") == "contiguous":
-            h.require("contiguous")
+            require("contiguous")
         cfg = reference.PackConfig(**config)  # type: ignore[arg-type]
         for rank in range(cfg.cp_size):
             want, _, _ = reference.pack_thd(bits, cfg, rank, pad_value=encoding)
-            rows, _, _ = h.target().pack_float8(bits, dtype, dict(config), rank,
-                                                pad_value=pad_value)
-            if not h.same_bits(np.asarray(rows), want):
-                raise h.RuleViolation(
+            rows, _, _ = target().pack_float8(bits, dtype, dict(config), rank,
+                                              pad_value=pad_value)
+            if not same_bits(np.asarray(rows), want):
+                raise RuleViolation(
                     f"pack of {dtype} bits with pad_value={pad_value!r}, config {config}, rank "
                     f"{rank}: rows {np.asarray(rows).tolist()} are not {want.tolist()} (real "
                     "rows bit for bit, padding the pad value's encoding "
@@ -62,13 +63,13 @@ def test_float8_rows_and_padding(dtype: str, pad_value: float, encoding: int) ->
 def test_float8_pad_value_it_cannot_hold(dtype: str, pad_value: Any) -> None:
     """ValueError naming pad_value: E4M3 has no infinity, and a magnitude above the largest
     finite value is not representable (R-IN-5)."""
-    h.require("float8")
+    require("float8")
     bits = [np.arange(3, dtype=np.uint8)]
-    got = h.outcome(lambda: h.target().pack_float8(bits, dtype, {"cp_size": 1}, 0,
-                                                   pad_value=pad_value))
+    got = outcome(lambda: target().pack_float8(bits, dtype, {"cp_size": 1}, 0,
+                                               pad_value=pad_value))
     what = f"pack of {dtype} with pad_value={pad_value!r}"
     if not isinstance(got, ValueError):
-        raise h.RuleViolation(f"{what}: expected ValueError, got {got!r}", {"R-ERR-10"})
-    if not h._names("pad_value", str(got)):
-        raise h.RuleViolation(f"{what}: the message {str(got)!r} does not name pad_value",
-                              {"R-ERR-10"})
+        raise RuleViolation(f"{what}: expected ValueError, got {got!r}", {"R-ERR-10"})
+    if not names_field("pad_value", str(got)):
+        raise RuleViolation(f"{what}: the message {str(got)!r} does not name pad_value",
+                            {"R-ERR-10"})

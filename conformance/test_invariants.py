@@ -13,11 +13,12 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from . import harness as h
 from . import requirements as req
+from .running import call_target, readable_output
 from .strategies import configs, fit_static, lengths
+from .under_test import RuleViolation, assume_declared, caps, prop_settings, target
 
-CAPS = h.caps()
+CAPS = caps()
 PAD = -1 if "pad_value" in CAPS else 0  # token codes are >= 1, so the pad never collides
 
 
@@ -30,8 +31,8 @@ def _pack(seqs: list[np.ndarray], config: dict[str, Any], rank: int,
     """One rank's output, read through the protocol (TargetError where it cannot be read)."""
     rules = {"R-IN-1", "R-IN-3"} | ({"R-IN-2"} if 0 in lens else set())
     what = f"pack(rank {rank})"
-    return h.readable_output(h.call_target(what, h.target().pack, seqs, dict(config), rank,
-                                           pad_value=PAD, rules=rules), what)
+    return readable_output(call_target(what, target().pack, seqs, dict(config), rank,
+                                       pad_value=PAD, rules=rules), what)
 
 
 def _pack_all(lens: tuple[int, ...], config: dict[str, Any]
@@ -50,7 +51,7 @@ cases = st.tuples(lengths(max_batch=24, budget=1500, caps=CAPS), configs(caps=CA
 
 
 @pytest.mark.rules("R-SHARD-4", "R-ROW-1", "R-ROW-2", "R-POS-2")
-@h.prop_settings()
+@prop_settings()
 @example(((4, 0, 2), {"tp_size": 1, "cp_size": 2, "cp_layout": "zigzag", "fp8": False,
                       "bucket": None, "min_local_rows": None}))
 @example(((3,), {"tp_size": 1, "cp_size": 2, "cp_layout": "zigzag", "fp8": False,
@@ -63,7 +64,7 @@ def test_every_token_exactly_once(case: tuple[tuple[int, ...], dict[str, Any]]) 
 
 
 @pytest.mark.rules("R-SHARD-4", "R-ROW-1", "R-ROW-2", "R-POS-2")
-@h.prop_settings(0.5)
+@prop_settings(0.5)
 @given(cases.filter(lambda c: sum(c[0]) > 1))
 def test_every_token_exactly_once_nondegenerate(
         case: tuple[tuple[int, ...], dict[str, Any]]) -> None:
@@ -74,7 +75,7 @@ def test_every_token_exactly_once_nondegenerate(
 
 def _every_token_once(case: tuple[tuple[int, ...], dict[str, Any]]) -> None:
     lens, config = case
-    h.assume_declared(config=config, lengths=lens)
+    assume_declared(config=config, lengths=lens)
     results = _pack_all(lens, config)
     rows = np.concatenate([np.asarray(r[0]) for r in results])
     # Packed(position_ids=None) on any rank: no position ids to check (the tokens still are)
@@ -91,28 +92,28 @@ def _every_token_once(case: tuple[tuple[int, ...], dict[str, Any]]) -> None:
 
     dup = uniq[counts > 1]
     if dup.size:
-        raise h.RuleViolation(f"tokens held twice (sequence, offset): {names(dup)}",
-                              {"R-SHARD-4"})
+        raise RuleViolation(f"tokens held twice (sequence, offset): {names(dup)}",
+                            {"R-SHARD-4"})
     missing = np.setdiff1d(expected, uniq)
     if missing.size:
-        raise h.RuleViolation(f"tokens lost (sequence, offset): {names(missing)}", {"R-SHARD-4"})
+        raise RuleViolation(f"tokens lost (sequence, offset): {names(missing)}", {"R-SHARD-4"})
     extra = np.setdiff1d(uniq, expected)
     if extra.size:
-        raise h.RuleViolation(f"rows that are neither a token nor pad_value: {extra[:5]}",
-                              {"R-ROW-1", "R-ROW-2"})
+        raise RuleViolation(f"rows that are neither a token nor pad_value: {extra[:5]}",
+                            {"R-ROW-1", "R-ROW-2"})
     if rows.shape[0] - codes.size != total - sum(lens):
-        raise h.RuleViolation("wrong number of padding rows", {"R-SHARD-4"})
+        raise RuleViolation("wrong number of padding rows", {"R-SHARD-4"})
     if pos is None:
         return
     offsets = (codes - 1) & 0xFFFFFFFF
     wrong = np.flatnonzero(pos[real] != offsets)
     if wrong.size:
-        raise h.RuleViolation(f"position id {int(pos[real][wrong[0]])} on the token at offset "
-                              f"{int(offsets[wrong[0]])}", {"R-POS-2"})
+        raise RuleViolation(f"position id {int(pos[real][wrong[0]])} on the token at offset "
+                            f"{int(offsets[wrong[0]])}", {"R-POS-2"})
 
 
 @pytest.mark.rules("R-ALIGN-3", "R-TOTAL-3", "R-TOTAL-4", "R-TOTAL-5", "R-META-3", "R-META-5")
-@h.prop_settings()
+@prop_settings()
 @example(((513,), {"tp_size": 1, "cp_size": 1, "cp_layout": "zigzag", "fp8": False,
                    "bucket": 512, "min_local_rows": None}))
 @example(((1,), {"tp_size": 2, "cp_size": 1, "cp_layout": "zigzag", "fp8": False,
@@ -130,7 +131,7 @@ def test_alignment_and_smallest_total(case: tuple[tuple[int, ...], dict[str, Any
     zero-length (max_num_seqs); the total a multiple of M, at least N and the smallest such;
     local rows split by tp. The formulas are the spec's (requirements.py), per convention."""
     lens, config = case
-    h.assume_declared(config=config, lengths=lens)
+    assume_declared(config=config, lengths=lens)
     rows, _, meta = _pack(_encoded(lens), config, 0, lens)
     a, m = req.sequence_align(config), req.total_modulus(config)
     cu = np.asarray(meta["cu_seqlens_padded"], dtype=np.int64)
@@ -140,7 +141,7 @@ def test_alignment_and_smallest_total(case: tuple[tuple[int, ...], dict[str, Any
 
     def check(ok: bool, message: str, *rules: str) -> None:
         if not ok:
-            raise h.RuleViolation(message, set(rules))
+            raise RuleViolation(message, set(rules))
 
     b = len(lens)
     tokens = config.get("tail", "last") == "tokens"  # R-TAIL-3: T - S one-row segments

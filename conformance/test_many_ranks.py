@@ -14,7 +14,8 @@ import pytest
 
 import reference
 
-from . import harness as h
+from .compare import same_bits
+from .under_test import RuleViolation, require, require_rows, target
 
 PAD = -128
 # (config, lengths, ranks): one sequence padded to A = 2**30 rows (zigzag, its tokens on the
@@ -65,25 +66,25 @@ def test_rank_rows_with_a_total_of_2_pow_30(config: dict[str, Any], lengths: lis
                                             ranks: tuple[int, ...]) -> None:
     """Each listed rank's rows are the spec's (real rows bit for bit, padding rows `pad_value`)
     and its real rows' position ids are their offsets."""
-    h.require("large_totals", "pad_value")
+    require("large_totals", "pad_value")
     if config.get("cp_layout") == "contiguous":
-        h.require("contiguous", "zero_length")
-    h.require_rows(2**30, "a total of 2**30 rows over 1,024 ranks")
+        require("contiguous", "zero_length")
+    require_rows(2**30, "a total of 2**30 rows over 1,024 ranks")
     rng = np.random.default_rng(len(lengths))
     seqs = [rng.integers(-100, 100, n).astype(np.int8) for n in lengths]
     for rank in ranks:
         want_rows, want_pos, real = _expected(seqs, config, rank)
         what = f"pack(lengths {lengths}, config={config}, rank {rank})"
         try:
-            rows, pos, _ = h.target().pack(seqs, dict(config), rank, pad_value=PAD)
+            rows, pos, _ = target().pack(seqs, dict(config), rank, pad_value=PAD)
         except Exception as exc:  # a valid batch rejected or crashed is the failure under test
-            raise h.RuleViolation(f"{what}: raised {exc!r}", {"R-SHARD-2", "R-SHARD-3"}) from exc
+            raise RuleViolation(f"{what}: raised {exc!r}", {"R-SHARD-2", "R-SHARD-3"}) from exc
         rows, pos = np.asarray(rows), np.asarray(pos)
-        if not h.same_bits(rows, want_rows):
+        if not same_bits(rows, want_rows):
             bad = np.flatnonzero(rows != want_rows) if rows.shape == want_rows.shape else [-1]
-            raise h.RuleViolation(f"{what}: rows differ from the spec's (first at local row "
-                                  f"{bad[0] if len(bad) else '?'})",
-                                  {"R-ROW-1", "R-ROW-2", "R-SHARD-2", "R-SHARD-3"})
+            raise RuleViolation(f"{what}: rows differ from the spec's (first at local row "
+                                f"{bad[0] if len(bad) else '?'})",
+                                {"R-ROW-1", "R-ROW-2", "R-SHARD-2", "R-SHARD-3"})
         if not np.array_equal(pos[real], want_pos[real]):
-            raise h.RuleViolation(f"{what}: real rows' position ids are not their offsets",
-                                  {"R-POS-2"})
+            raise RuleViolation(f"{what}: real rows' position ids are not their offsets",
+                                {"R-POS-2"})

@@ -17,10 +17,12 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from . import harness as h
+from .compare import check_meta, check_positions, check_rows
+from .running import RankResult, call_target, readable_output, run_reference, valid_input_rules
 from .strategies import MaskedBatch, PackCase, configs, fit_static, masked_batches, pad_values
+from .under_test import RuleViolation, assume_declared, caps, needs, prop_settings, target
 
-CAPS = h.caps()
+CAPS = caps()
 
 
 @dataclass(frozen=True)
@@ -57,33 +59,33 @@ def mask_cases(draw: st.DrawFn) -> MaskCase:
 
 def _run(case: MaskCase) -> None:
     pc = case.pack_case
-    h.assume_declared(pc)
+    assume_declared(pc)
     values, mask = case.batch.arrays()
     before = (values.tobytes(), mask.tobytes())
     seqs = [values[i][mask[i]] for i in range(mask.shape[0])]  # R-IN-7: what the mask means
-    rules = h.valid_input_rules(pc) | {"R-IN-7"}
+    rules = valid_input_rules(pc) | {"R-IN-7"}
     got = []
     for rank in range(pc.cp_size):
         what = f"pack_masked(rank {rank})"
-        result = h.call_target(what, h.target().pack_masked, values, mask, dict(case.config),
-                               rank, need_roll=case.need_roll, pad_value=case.pad_value,
-                               rules=rules)
-        got.append(h.RankResult(*h.readable_output(result, what)))
+        result = call_target(what, target().pack_masked, values, mask, dict(case.config),
+                             rank, need_roll=case.need_roll, pad_value=case.pad_value,
+                             rules=rules)
+        got.append(RankResult(*readable_output(result, what)))
     if (values.tobytes(), mask.tobytes()) != before:
-        raise h.RuleViolation("pack_masked wrote into its values or mask", {"R-IN-6", "R-IN-7"})
-    want = h.run_reference(pc, seqs)
-    h.check_meta(got, want, case.config)
-    h.check_rows(pc, got, want)
-    h.check_positions(pc, got, want)
+        raise RuleViolation("pack_masked wrote into its values or mask", {"R-IN-6", "R-IN-7"})
+    want = run_reference(pc, seqs)
+    check_meta(got, want, case.config)
+    check_rows(pc, got, want)
+    check_positions(pc, got, want)
 
 
 CP2 = {"cp_size": 2}
 
 
-@h.needs("mask_form")
+@needs("mask_form")
 @pytest.mark.rules("R-IN-7", "R-IN-1", "R-IN-2", "R-IN-6", "R-ROW-1", "R-ROW-2", "R-POS-2",
                    "R-ROLL-1")
-@h.prop_settings(2.0)  # cheap cases (B <= 6, S <= 48): twice the profile's examples
+@prop_settings(2.0)  # cheap cases (B <= 6, S <= 48): twice the profile's examples
 # One run of 5 and a stray token in a row of 16 (two 8-byte words): span 12, count 6.
 @example(MaskCase({"cp_size": 1}, MaskedBatch(16, (((0, 5), (11, 12)),))))
 @example(MaskCase(CP2, MaskedBatch(16, (((0, 5), (11, 12)), ((3, 16),)))))

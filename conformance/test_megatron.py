@@ -13,14 +13,25 @@ from hypothesis import strategies as st
 
 import reference
 
-from . import harness as h
+from .compare import (
+    check_local_grad,
+    check_positions,
+    check_rows,
+    names_field,
+    names_number,
+    outcome,
+    same_bits,
+    snapshot,
+)
 from .protocol import CONVENTION_CAPABILITIES, plain_meta
+from .running import RankResult, ref_config, run_reference
 from .strategies import Batch, PackCase, batches, configs, pack_cases
+from .under_test import RuleViolation, assume_declared, caps, needs, prop_settings, target
 
 # The Megatron view keeps verl's convention: spec 1.1's other conventions are not drawn.
-CAPS = h.caps() - CONVENTION_CAPABILITIES
+CAPS = caps() - CONVENTION_CAPABILITIES
 # The engine functions also take spec 1.1's static metadata (keyword-only, R-MEG-10).
-PRE_CAPS = CAPS | (h.caps() & {"static_metadata"})
+PRE_CAPS = CAPS | (caps() & {"static_metadata"})
 
 
 def _has_cp_partition_mode() -> bool:
@@ -36,9 +47,9 @@ def _has_cp_partition_mode() -> bool:
     return "cp_partition_mode" in inspect.signature(PackedSeqParams.__init__).parameters
 
 
-@h.needs("megatron")
+@needs("megatron")
 @pytest.mark.rules("R-MEG-1", "R-MEG-10")
-@h.prop_settings(0.5)
+@prop_settings(0.5)
 @example(PackCase(config={"bucket": 512}, batch=Batch((513,))))
 @example(PackCase(config={"cp_size": 2, "min_local_rows": 64}, batch=Batch((3, 5))))
 @example(PackCase(config={"cp_size": 2, "fp8": True}, batch=Batch((20, 5))))
@@ -55,42 +66,42 @@ def test_preprocess_fields(case: PackCase) -> None:
     pack_thd with pad_value 0; with max_num_seqs / max_seqlen (R-MEG-10) the plan's N + 1
     offsets and its max_seqlen. A wrong plan or wrong rows are reported against their own rules
     (R-META, R-ROW, R-POS, R-ROLL), a wrong field mapping against R-MEG-1."""
-    h.assume_declared(case)
+    assume_declared(case)
     seqs = case.batch.arrays()
     case = PackCase(config=case.config, batch=case.batch, need_roll=case.need_roll)  # pad 0
-    want = h.run_reference(case, seqs)
-    results: list[h.RankResult] = []
+    want = run_reference(case, seqs)
+    results: list[RankResult] = []
     for rank in range(case.cp_size):
-        rows, params, pos = h.target().megatron_preprocess(seqs, dict(case.config), rank,
-                                                           need_roll=case.need_roll)
+        rows, params, pos = target().megatron_preprocess(seqs, dict(case.config), rank,
+                                                         need_roll=case.need_roll)
         plan = want[rank].meta
         cu = np.asarray(params["cu_seqlens_q_padded"])
         if not np.array_equal(cu, plan.cu_seqlens_padded):
-            raise h.RuleViolation(f"rank {rank}: cu_seqlens_q_padded {cu.tolist()}, spec "
-                                  f"{plan.cu_seqlens_padded.tolist()}", {"R-META-3"})
+            raise RuleViolation(f"rank {rank}: cu_seqlens_q_padded {cu.tolist()}, spec "
+                                f"{plan.cu_seqlens_padded.tolist()}", {"R-META-3"})
         if params["qkv_format"] != "thd":
-            raise h.RuleViolation(f"qkv_format {params['qkv_format']!r}", {"R-MEG-1"})
+            raise RuleViolation(f"qkv_format {params['qkv_format']!r}", {"R-MEG-1"})
         for key in ("cu_seqlens_q", "cu_seqlens_kv", "cu_seqlens_kv_padded"):
             got = np.asarray(params[key])
             if got.dtype != np.int32 or not np.array_equal(got, cu):
-                raise h.RuleViolation(f"{key} = {got.tolist()} ({got.dtype}), expected "
-                                      f"cu_seqlens_padded {cu.tolist()}", {"R-MEG-1"})
+                raise RuleViolation(f"{key} = {got.tolist()} ({got.dtype}), expected "
+                                    f"cu_seqlens_padded {cu.tolist()}", {"R-MEG-1"})
         for key in ("max_seqlen_q", "max_seqlen_kv"):
             if params[key] != plan.max_seqlen or type(params[key]) is not int:
-                raise h.RuleViolation(f"{key} = {params[key]!r}, spec {plan.max_seqlen}",
-                                      {"R-MEG-1"})
+                raise RuleViolation(f"{key} = {params[key]!r}, spec {plan.max_seqlen}",
+                                    {"R-MEG-1"})
         if rows.shape != (1, *want[rank].rows.shape) or pos.shape != (1, plan.local_rows):
-            raise h.RuleViolation(f"rank {rank}: rows {rows.shape}, position_ids {pos.shape}; "
-                                  f"spec {(1, *want[rank].rows.shape)}, {(1, plan.local_rows)}",
-                                  {"R-MEG-1"})
-        results.append(h.RankResult(rows[0], pos[0], None))
-    h.check_rows(case, results, want)
-    h.check_positions(case, results, want)
+            raise RuleViolation(f"rank {rank}: rows {rows.shape}, position_ids {pos.shape}; "
+                                f"spec {(1, *want[rank].rows.shape)}, {(1, plan.local_rows)}",
+                                {"R-MEG-1"})
+        results.append(RankResult(rows[0], pos[0], None))
+    check_rows(case, results, want)
+    check_positions(case, results, want)
 
 
-@h.needs("distributed")
+@needs("distributed")
 @pytest.mark.rules("R-MEG-3", "R-UNPACK-1", "R-MEG-10")
-@h.prop_settings(0.5)
+@prop_settings(0.5)
 @given(pack_cases(caps=frozenset(), need_roll=False,
                   config=configs(caps=PRE_CAPS, cp=st.just(1), bucket=st.none(),
                                  min_local_rows=st.none()),
@@ -99,21 +110,21 @@ def test_preprocess_fields(case: PackCase) -> None:
 def test_postprocess_single_rank(case: PackCase) -> None:
     """postprocess_thd_engine with cp_size 1 (no collective): the sequences back, and the
     gradient of their sum is 1 on real rows and 0 on padding."""
-    h.assume_declared(case)
+    assume_declared(case)
     seqs = case.batch.arrays()
-    rows, _, meta = h.target().pack(seqs, dict(case.config), 0)
-    outs, grad = h.target().distributed_unpack(rows, meta, dict(case.config), 0, None)
+    rows, _, meta = target().pack(seqs, dict(case.config), 0)
+    outs, grad = target().distributed_unpack(rows, meta, dict(case.config), 0, None)
     assert len(outs) == len(seqs)
     for i, (g, w) in enumerate(zip(outs, seqs, strict=True)):
-        assert h.same_bits(np.asarray(g), w), f"sequence {i}: {np.asarray(g)!r}, spec {w!r}"
-    cfg = h.ref_config(case.config)
+        assert same_bits(np.asarray(g), w), f"sequence {i}: {np.asarray(g)!r}, spec {w!r}"
+    cfg = ref_config(case.config)
     plan = reference.plan_thd(list(case.batch.lengths), cfg)
-    h.check_local_grad(grad, plan, cfg, 0, str(case))
+    check_local_grad(grad, plan, cfg, 0, str(case))
 
 
-@h.needs("local_gather")
+@needs("local_gather")
 @pytest.mark.rules("R-MEG-3", "R-UNPACK-1", "R-UNPACK-2", "R-UNPACK-3", "R-MEG-10")
-@h.prop_settings(0.5)
+@prop_settings(0.5)
 @example(PackCase(config={"cp_size": 2}, batch=Batch((5, 0, 13, 1), trail=(3,),
                                                       dtype="float32", seed=1)))
 @example(PackCase(config={"cp_size": 4, "cp_layout": "contiguous", "tp_size": 3},
@@ -130,23 +141,23 @@ def test_postprocess_every_rank_in_process(case: PackCase) -> None:
     bit for bit, its own rows carry gradient 1 where real and 0 where padding, and the gather
     goes over the CP group it was given. The same check as the distributed one, without
     processes, so that every example and layout is cheap."""
-    h.assume_declared(case)
+    assume_declared(case)
     seqs = case.batch.arrays()
-    cfg = h.ref_config(case.config)
+    cfg = ref_config(case.config)
     plan = reference.plan_thd(list(case.batch.lengths), cfg)
     shards = [reference.pack_thd(seqs, cfg, r)[0] for r in range(case.cp_size)]
     want = reference.unpack_thd(shards, plan, cfg)
     for rank in range(case.cp_size):
-        outs, grad = h.target().gathered_unpack(shards, plain_meta(plan), dict(case.config),
-                                                rank)
+        outs, grad = target().gathered_unpack(shards, plain_meta(plan), dict(case.config),
+                                              rank)
         assert len(outs) == len(want), f"rank {rank}: {len(outs)} sequences, spec {len(want)}"
         for i, (g, w) in enumerate(zip(outs, want, strict=True)):
-            assert h.same_bits(np.asarray(g), w), \
+            assert same_bits(np.asarray(g), w), \
                 f"rank {rank} sequence {i}: {np.asarray(g)!r}, spec {w!r}"
-        h.check_local_grad(grad, plan, cfg, rank, str(case))
+        check_local_grad(grad, plan, cfg, rank, str(case))
 
 
-@h.needs("megatron")
+@needs("megatron")
 @pytest.mark.rules("R-MEG-2")
 def test_contiguous_needs_cp_partition_mode() -> None:
     """Without PackedSeqParams.cp_partition_mode, contiguous cp > 1 raises ValueError before
@@ -155,22 +166,22 @@ def test_contiguous_needs_cp_partition_mode() -> None:
     before = [s.copy() for s in seqs]
     config = {"cp_size": 2, "cp_layout": "contiguous"}
     if _has_cp_partition_mode():
-        _, params, _ = h.target().megatron_preprocess(seqs, config, 0)
+        _, params, _ = target().megatron_preprocess(seqs, config, 0)
         assert params.get("cp_partition_mode") == "contiguous"
     else:
         with pytest.raises(ValueError) as caught:
-            h.target().megatron_preprocess(seqs, config, 0)
+            target().megatron_preprocess(seqs, config, 0)
         # spec section 11: the message names the field and the value
-        assert h._names("cp_layout", str(caught.value)) and "contiguous" in str(caught.value), \
+        assert names_field("cp_layout", str(caught.value)) and "contiguous" in str(caught.value), \
             f"the message {str(caught.value)!r} does not name cp_layout='contiguous'"
     assert all(np.array_equal(a, b) for a, b in zip(seqs, before, strict=True))
     # cp_size 1 needs no partition mode at all.
-    rows, _, _ = h.target().megatron_preprocess(seqs, {"cp_layout": "contiguous"}, 0)
+    rows, _, _ = target().megatron_preprocess(seqs, {"cp_layout": "contiguous"}, 0)
     ref_rows, _, _ = reference.pack_thd(seqs, reference.PackConfig(cp_layout="contiguous"), 0)
     assert np.array_equal(rows[0], ref_rows)
 
 
-@h.needs("megatron_checks")
+@needs("megatron_checks")
 @pytest.mark.rules("R-MEG-1", "R-ERR-1")
 @pytest.mark.parametrize("kind", ["list", "ndarray", "none"])
 def test_preprocess_rejects_foreign_input_ids(kind: str) -> None:
@@ -179,19 +190,19 @@ def test_preprocess_rejects_foreign_input_ids(kind: str) -> None:
     one of the implementation's batch forms), not an AttributeError from inside."""
     seqs = [np.arange(5, dtype=np.int64), np.arange(3, dtype=np.int64)]
     input_ids = {"list": seqs, "ndarray": np.zeros((2, 3), np.int64), "none": None}[kind]
-    before = h.snapshot(seqs)
-    got = h.outcome(lambda: h.target().megatron_preprocess_as_is(input_ids, {}, 0))
-    assert h.snapshot(seqs) == before, "preprocess changed its input"
+    before = snapshot(seqs)
+    got = outcome(lambda: target().megatron_preprocess_as_is(input_ids, {}, 0))
+    assert snapshot(seqs) == before, "preprocess changed its input"
     if not isinstance(got, TypeError):
-        raise h.RuleViolation(f"preprocess_thd_engine({kind}): expected TypeError, got {got!r}",
-                              {"R-ERR-1"})
-    if not h._names("input_ids", str(got)):
-        raise h.RuleViolation(f"preprocess_thd_engine({kind}): the message {str(got)!r} does "
-                              "not name input_ids", {"R-ERR-1"})
+        raise RuleViolation(f"preprocess_thd_engine({kind}): expected TypeError, got {got!r}",
+                            {"R-ERR-1"})
+    if not names_field("input_ids", str(got)):
+        raise RuleViolation(f"preprocess_thd_engine({kind}): the message {str(got)!r} does "
+                            "not name input_ids", {"R-ERR-1"})
     kind_name = type(input_ids).__name__
     if kind_name not in str(got):
-        raise h.RuleViolation(f"preprocess_thd_engine({kind}): the message {str(got)!r} does "
-                              f"not name the type it got ({kind_name})", {"R-ERR-1"})
+        raise RuleViolation(f"preprocess_thd_engine({kind}): the message {str(got)!r} does "
+                            f"not name the type it got ({kind_name})", {"R-ERR-1"})
 
 
 def _nested(lengths: tuple[int, ...]) -> Any:
@@ -200,7 +211,7 @@ def _nested(lengths: tuple[int, ...]) -> Any:
     return torch.nested.nested_tensor([torch.arange(n) for n in lengths], layout=torch.jagged)
 
 
-@h.needs("megatron_checks")
+@needs("megatron_checks")
 @pytest.mark.rules("R-ERR-4", "R-MEG-2")
 @pytest.mark.parametrize("step", ["preprocess", "postprocess"])
 @pytest.mark.parametrize("layout", ["ring", "Zigzag", ""])
@@ -208,21 +219,21 @@ def test_adapter_rejects_cp_layout(step: str, layout: str) -> None:
     """An unknown cp_layout given to the adapter raises ValueError naming cp_layout and the
     value (R-ERR-4), in preprocess and in postprocess, before any data is read."""
     if step == "preprocess":
-        got = h.outcome(lambda: h.target().megatron_preprocess_as_is(
+        got = outcome(lambda: target().megatron_preprocess_as_is(
             _nested((3, 2)), {}, 0, cp_layout=layout))
     else:
         config = {"tp_size": 1}
         seqs = [np.arange(3, dtype=np.int64), np.arange(2, dtype=np.int64)]
-        rows, _, meta = h.target().pack(seqs, config, 0)
-        got = h.outcome(lambda: h.target().megatron_postprocess(rows[None], meta, config,
-                                                                cp_layout=layout))
+        rows, _, meta = target().pack(seqs, config, 0)
+        got = outcome(lambda: target().megatron_postprocess(rows[None], meta, config,
+                                                            cp_layout=layout))
     if not isinstance(got, ValueError):
-        raise h.RuleViolation(f"{step} with cp_layout={layout!r}: expected ValueError, got "
-                              f"{got!r}", {"R-ERR-4"})
+        raise RuleViolation(f"{step} with cp_layout={layout!r}: expected ValueError, got "
+                            f"{got!r}", {"R-ERR-4"})
     message = str(got)
-    if not h._names("cp_layout", message) or repr(layout) not in message:
-        raise h.RuleViolation(f"{step} with cp_layout={layout!r}: the message {message!r} does "
-                              "not name cp_layout and the value", {"R-ERR-4"})
+    if not names_field("cp_layout", message) or repr(layout) not in message:
+        raise RuleViolation(f"{step} with cp_layout={layout!r}: the message {message!r} does "
+                            "not name cp_layout and the value", {"R-ERR-4"})
 
 
 # (config, lengths): cp_size 1, so postprocess needs no collective; alignment makes the padded
@@ -246,7 +257,7 @@ def _post_input(
     return config, seqs, rows, meta
 
 
-@h.needs("megatron_checks")
+@needs("megatron_checks")
 @pytest.mark.rules("R-MEG-3", "R-UNPACK-1", "R-UNPACK-3")
 @pytest.mark.parametrize("name", sorted(POST_CASES))
 def test_postprocess_uses_padded_offsets(name: str) -> None:
@@ -258,17 +269,17 @@ def test_postprocess_uses_padded_offsets(name: str) -> None:
     real = np.asarray(meta["cu_seqlens"], np.int32)
     assert not np.array_equal(real, meta["cu_seqlens_padded"]), "the case needs padding"
     for params in ({}, {"cu_seqlens_q": real, "cu_seqlens_kv": real}):
-        outs = h.target().megatron_postprocess(rows[None], meta, config, params=params)
+        outs = target().megatron_postprocess(rows[None], meta, config, params=params)
         assert len(outs) == len(seqs), f"{len(outs)} sequences back, {len(seqs)} in"
         for i, (g, w) in enumerate(zip(outs, seqs, strict=True)):
-            if not h.same_bits(np.asarray(g), w):
-                raise h.RuleViolation(
+            if not same_bits(np.asarray(g), w):
+                raise RuleViolation(
                     f"PackedSeqParams {sorted(params) or 'as preprocess builds it'}: sequence "
                     f"{i} came back as {np.asarray(g).tolist()}, spec {w.tolist()}",
                     {"R-MEG-3", "R-UNPACK-1"})
 
 
-@h.needs("megatron_checks")
+@needs("megatron_checks")
 @pytest.mark.rules("R-MEG-3", "R-ERR-11")
 @pytest.mark.parametrize("shape", ["no-batch-dim", "batch-2", "rows-short", "rows-long",
                                    "flat-1d", "scalar"])
@@ -281,17 +292,17 @@ def test_postprocess_rejects_output_shape(shape: str) -> None:
               "flat-1d": rows[:, 0].copy(), "scalar": np.array(1.0, np.float32)}[shape]
     output = np.ascontiguousarray(output)
     before = output.tobytes()
-    got = h.outcome(lambda: h.target().megatron_postprocess(output, meta, config))
+    got = outcome(lambda: target().megatron_postprocess(output, meta, config))
     assert output.tobytes() == before, "postprocess changed its output argument"
     if not isinstance(got, ValueError):
-        raise h.RuleViolation(f"postprocess of an output of shape {output.shape}: expected "
-                              f"ValueError, got {got!r}", {"R-ERR-11"})
-    if not h._names("output", str(got)) and not h._names("shards", str(got)):
-        raise h.RuleViolation(f"postprocess of an output of shape {output.shape}: the message "
-                              f"{str(got)!r} names neither output nor shards", {"R-ERR-11"})
+        raise RuleViolation(f"postprocess of an output of shape {output.shape}: expected "
+                            f"ValueError, got {got!r}", {"R-ERR-11"})
+    if not names_field("output", str(got)) and not names_field("shards", str(got)):
+        raise RuleViolation(f"postprocess of an output of shape {output.shape}: the message "
+                            f"{str(got)!r} names neither output nor shards", {"R-ERR-11"})
 
 
-@h.needs("megatron_checks")
+@needs("megatron_checks")
 @pytest.mark.rules("R-MEG-3", "R-ERR-11")
 @pytest.mark.parametrize("delta", [-1, 1])
 def test_postprocess_rejects_batch_size(delta: int) -> None:
@@ -299,19 +310,19 @@ def test_postprocess_rejects_batch_size(delta: int) -> None:
     batch_size and its value (verl's postprocess signature carries both)."""
     config, seqs, rows, meta = _post_input("tp2")
     wrong = len(seqs) + delta
-    got = h.outcome(lambda: h.target().megatron_postprocess(rows[None], meta, config,
-                                                            batch_size=wrong))
+    got = outcome(lambda: target().megatron_postprocess(rows[None], meta, config,
+                                                        batch_size=wrong))
     if not isinstance(got, ValueError):
-        raise h.RuleViolation(f"postprocess with batch_size={wrong} for {len(seqs)} sequences: "
-                              f"expected ValueError, got {got!r}", {"R-ERR-11"})
-    if not h._names("batch_size", str(got)) or not h.names_number(wrong, str(got)):
-        raise h.RuleViolation(f"postprocess with batch_size={wrong}: the message {str(got)!r} "
-                              "does not name batch_size and its value", {"R-ERR-11"})
+        raise RuleViolation(f"postprocess with batch_size={wrong} for {len(seqs)} sequences: "
+                            f"expected ValueError, got {got!r}", {"R-ERR-11"})
+    if not names_field("batch_size", str(got)) or not names_number(wrong, str(got)):
+        raise RuleViolation(f"postprocess with batch_size={wrong}: the message {str(got)!r} "
+                            "does not name batch_size and its value", {"R-ERR-11"})
 
 
-@h.needs("simulated_megatron")
+@needs("simulated_megatron")
 @pytest.mark.rules("R-MEG-1", "R-MEG-2", "R-SHARD-3")
-@h.prop_settings(0.5)
+@prop_settings(0.5)
 @example(PackCase(config={"cp_size": 2, "cp_layout": "contiguous"}, batch=Batch((5, 3))))
 @given(pack_cases(caps=frozenset({"contiguous"}), need_roll=False,
                   config=configs(caps=CAPS, cp=st.integers(2, 4)).filter(
@@ -321,20 +332,20 @@ def test_contiguous_with_cp_partition_mode(case: PackCase) -> None:
     """Under a megatron-core whose PackedSeqParams has cp_partition_mode (simulated where the
     installed one lacks it, capability `simulated_megatron`), contiguous cp > 1 is accepted,
     the field says 'contiguous', and every rank's rows are the spec's contiguous shards."""
-    h.assume_declared(case)
+    assume_declared(case)
     seqs = case.batch.arrays()
-    want = h.run_reference(case, seqs)
+    want = run_reference(case, seqs)
     for rank in range(case.cp_size):
-        rows, params, _ = h.target().megatron_preprocess_newer(seqs, dict(case.config), rank)
+        rows, params, _ = target().megatron_preprocess_newer(seqs, dict(case.config), rank)
         if params.get("cp_partition_mode") != "contiguous":
-            raise h.RuleViolation(f"rank {rank}: cp_partition_mode "
-                                  f"{params.get('cp_partition_mode')!r}", {"R-MEG-2"})
-        assert h.same_bits(rows[0], want[rank].rows), f"rank {rank}: rows differ from the spec"
+            raise RuleViolation(f"rank {rank}: cp_partition_mode "
+                                f"{params.get('cp_partition_mode')!r}", {"R-MEG-2"})
+        assert same_bits(rows[0], want[rank].rows), f"rank {rank}: rows differ from the spec"
 
 
-@h.needs("simulated_megatron")
+@needs("simulated_megatron")
 @pytest.mark.rules("R-MEG-1", "R-MEG-3")
-@h.prop_settings(0.5)
+@prop_settings(0.5)
 @example(PackCase(config={"cp_size": 2}, batch=Batch((5, 0, 3), trail=(2,), dtype="float32")))
 @given(pack_cases(caps=frozenset({"contiguous"}), need_roll=False,
                   config=configs(caps=CAPS, cp=st.integers(2, 4)),
@@ -346,28 +357,28 @@ def test_dynamic_cp_simulated(case: PackCase) -> None:
     static CP size set to 1: preprocess packs the shards of cp_size = local_cp_size and hands
     local_cp_size and the dynamic group to PackedSeqParams; postprocess gathers over that group
     and returns the batch, the local rows in the autograd graph."""
-    h.assume_declared(case)
+    assume_declared(case)
     seqs = case.batch.arrays()
-    want = h.run_reference(case, seqs)
-    cfg = h.ref_config(case.config)
+    want = run_reference(case, seqs)
+    cfg = ref_config(case.config)
     plan = reference.plan_thd(list(case.batch.lengths), cfg)
     shards = [want[r].rows for r in range(case.cp_size)]
     expected = reference.unpack_thd(shards, plan, cfg)
     for rank in range(case.cp_size):
-        rows, params, _ = h.target().megatron_preprocess_newer(seqs, dict(case.config), rank,
-                                                               dynamic=True)
-        assert h.same_bits(rows[0], want[rank].rows), f"rank {rank}: rows differ from the spec"
+        rows, params, _ = target().megatron_preprocess_newer(seqs, dict(case.config), rank,
+                                                             dynamic=True)
+        assert same_bits(rows[0], want[rank].rows), f"rank {rank}: rows differ from the spec"
         assert params["dynamic_group_ok"], \
             f"rank {rank}: PackedSeqParams lack local_cp_size or the dynamic CP group"
-        outs, grad = h.target().gathered_unpack_dynamic(shards, plain_meta(plan),
-                                                        dict(case.config), rank)
+        outs, grad = target().gathered_unpack_dynamic(shards, plain_meta(plan),
+                                                      dict(case.config), rank)
         assert len(outs) == len(expected)
         for i, (g, w) in enumerate(zip(outs, expected, strict=True)):
-            assert h.same_bits(np.asarray(g), w), f"rank {rank} sequence {i} differs"
-        h.check_local_grad(grad, plan, cfg, rank, str(case))
+            assert same_bits(np.asarray(g), w), f"rank {rank} sequence {i} differs"
+        check_local_grad(grad, plan, cfg, rank, str(case))
 
 
-@h.needs("megatron_checks")
+@needs("megatron_checks")
 @pytest.mark.rules("R-MEG-1")
 def test_dynamic_cp_needs_megatron_support() -> None:
     """Where the installed megatron-core has no dynamic CP groups, `local_cp_size` raises
@@ -376,15 +387,15 @@ def test_dynamic_cp_needs_megatron_support() -> None:
 
     if hasattr(parallel_state, "get_dynamic_data_context_parallel_groups"):
         pytest.skip("the installed megatron-core supports dynamic CP")
-    got = h.outcome(lambda: h.target().megatron_preprocess_as_is(_nested((3, 2)), {}, 0,
-                                                                 local_cp_size=2))
-    if not isinstance(got, ValueError) or not h._names("local_cp_size", str(got)):
-        raise h.RuleViolation(f"preprocess with local_cp_size=2 on a megatron-core without "
-                              f"dynamic CP: expected ValueError naming local_cp_size, got "
-                              f"{got!r}", {"R-MEG-1"})
+    got = outcome(lambda: target().megatron_preprocess_as_is(_nested((3, 2)), {}, 0,
+                                                             local_cp_size=2))
+    if not isinstance(got, ValueError) or not names_field("local_cp_size", str(got)):
+        raise RuleViolation(f"preprocess with local_cp_size=2 on a megatron-core without "
+                            f"dynamic CP: expected ValueError naming local_cp_size, got "
+                            f"{got!r}", {"R-MEG-1"})
 
 
-@h.needs("megatron_checks")
+@needs("megatron_checks")
 @pytest.mark.rules("R-MEG-3", "R-ERR-11")
 @pytest.mark.parametrize("kind", ["2-D", "float"])
 def test_postprocess_names_malformed_cu_seqlens(kind: str) -> None:
@@ -393,30 +404,30 @@ def test_postprocess_names_malformed_cu_seqlens(kind: str) -> None:
     config, _, rows, meta = _post_input("tp2")
     cu = np.asarray(meta["cu_seqlens_padded"])
     bad = cu[None] if kind == "2-D" else cu.astype(np.float32)
-    got = h.outcome(lambda: h.target().megatron_postprocess(
+    got = outcome(lambda: target().megatron_postprocess(
         rows[None], meta, config, params={"cu_seqlens_q_padded": bad}))
     if kind == "float" and got is None:
         return  # the adapter's override turns the array into int32 first: nothing to check
-    if not isinstance(got, (TypeError, ValueError)) or not h._names("cu_seqlens_q_padded",
-                                                                    str(got)):
-        raise h.RuleViolation(f"postprocess with a {kind} cu_seqlens_q_padded: expected an "
-                              f"error naming cu_seqlens_q_padded, got {got!r}", {"R-ERR-11"})
+    if not isinstance(got, (TypeError, ValueError)) or not names_field("cu_seqlens_q_padded",
+                                                                  str(got)):
+        raise RuleViolation(f"postprocess with a {kind} cu_seqlens_q_padded: expected an "
+                            f"error naming cu_seqlens_q_padded, got {got!r}", {"R-ERR-11"})
 
 
-@h.needs("megatron_checks")
+@needs("megatron_checks")
 @pytest.mark.rules("R-MEG-3", "R-UNPACK-1")
 def test_postprocess_without_padded_offsets() -> None:
     """A PackedSeqParams whose cu_seqlens_q_padded is None (Megatron's default when nothing is
     padded): postprocess locates the rows by cu_seqlens_q."""
     config, seqs, rows, meta = _post_input("tp2")
-    outs = h.target().megatron_postprocess(rows[None], meta, config,
-                                           params={"cu_seqlens_q_padded": None})
+    outs = target().megatron_postprocess(rows[None], meta, config,
+                                         params={"cu_seqlens_q_padded": None})
     assert len(outs) == len(seqs)
     for i, (g, w) in enumerate(zip(outs, seqs, strict=True)):
-        assert h.same_bits(np.asarray(g), w), f"sequence {i} differs"
+        assert same_bits(np.asarray(g), w), f"sequence {i} differs"
 
 
-@h.needs("local_gather")
+@needs("local_gather")
 @pytest.mark.rules("R-MEG-3", "R-ERR-11")
 def test_postprocess_rejects_indivisible_total() -> None:
     """PackedSeqParams whose padded total is not divisible by cp_size (a forged plan) make
@@ -427,30 +438,30 @@ def test_postprocess_rejects_indivisible_total() -> None:
             "cu_seqlens_padded": np.array([0, 5], np.int32), "max_seqlen": 5, "total": 5,
             "local_rows": 2}
     shards = [np.zeros((2, 3), np.float32), np.ones((2, 3), np.float32)]
-    got = h.outcome(lambda: h.target().gathered_unpack(shards, meta, {"cp_size": 2}, 0))
-    if not isinstance(got, ValueError) or not h._names("cp_size", str(got)) or \
-            not h.names_number(5, str(got)):
-        raise h.RuleViolation(f"postprocess with padded total 5 and cp_size 2: expected "
-                              f"ValueError naming cp_size and 5, got {got!r}", {"R-ERR-11"})
+    got = outcome(lambda: target().gathered_unpack(shards, meta, {"cp_size": 2}, 0))
+    if not isinstance(got, ValueError) or not names_field("cp_size", str(got)) or \
+            not names_number(5, str(got)):
+        raise RuleViolation(f"postprocess with padded total 5 and cp_size 2: expected "
+                            f"ValueError naming cp_size and 5, got {got!r}", {"R-ERR-11"})
 
 
-@h.needs("megatron_checks", "static_metadata")
+@needs("megatron_checks", "static_metadata")
 @pytest.mark.rules("R-MEG-10", "R-ERR-13")
 def test_postprocess_rejects_more_sequences_than_max_num_seqs() -> None:
     """postprocess_thd_engine with max_num_seqs below batch_size: R-ERR-13's ValueError, its
     message naming max_num_seqs and B (R-MEG-10)."""
     config, seqs, rows, meta = _post_input("tp2")
     b, n = len(seqs), 2
-    got = h.outcome(lambda: h.target().megatron_postprocess(rows[None], meta, config,
-                                                            max_num_seqs=n))
-    if not isinstance(got, ValueError) or not h._names("max_num_seqs", str(got)) or \
-            not h.names_number(b, str(got)):
-        raise h.RuleViolation(f"postprocess of B = {b} sequences with max_num_seqs={n}: "
-                              f"expected ValueError naming max_num_seqs and {b}, got {got!r}",
-                              {"R-ERR-13"})
+    got = outcome(lambda: target().megatron_postprocess(rows[None], meta, config,
+                                                        max_num_seqs=n))
+    if not isinstance(got, ValueError) or not names_field("max_num_seqs", str(got)) or \
+            not names_number(b, str(got)):
+        raise RuleViolation(f"postprocess of B = {b} sequences with max_num_seqs={n}: "
+                            f"expected ValueError naming max_num_seqs and {b}, got {got!r}",
+                            {"R-ERR-13"})
 
 
-@h.needs("megatron_checks", "static_metadata")
+@needs("megatron_checks", "static_metadata")
 @pytest.mark.rules("R-MEG-10", "R-MEG-3", "R-ERR-11")
 def test_postprocess_max_num_seqs_other_than_the_params() -> None:
     """postprocess_thd_engine with a max_num_seqs whose N + 1 offsets the PackedSeqParams do not
@@ -459,16 +470,16 @@ def test_postprocess_max_num_seqs_other_than_the_params() -> None:
     config, seqs, rows, meta = _post_input("tp2")
     got: Any = None
     try:
-        got = h.target().megatron_postprocess(rows[None], meta, config,
-                                              max_num_seqs=len(seqs) + 2)
+        got = target().megatron_postprocess(rows[None], meta, config,
+                                            max_num_seqs=len(seqs) + 2)
     except ValueError as exc:
-        if not h._names("cu_seqlens_q_padded", str(exc)):
-            raise h.RuleViolation(f"max_num_seqs={len(seqs) + 2} against {len(seqs) + 1} "
-                                  f"offsets: the message {str(exc)!r} does not name "
-                                  "cu_seqlens_q_padded", {"R-ERR-11"}) from None
+        if not names_field("cu_seqlens_q_padded", str(exc)):
+            raise RuleViolation(f"max_num_seqs={len(seqs) + 2} against {len(seqs) + 1} "
+                                f"offsets: the message {str(exc)!r} does not name "
+                                "cu_seqlens_q_padded", {"R-ERR-11"}) from None
         return
     assert len(got) == len(seqs), f"{len(got)} sequences back, {len(seqs)} in"
     for i, (g, w) in enumerate(zip(got, seqs, strict=True)):
-        if not h.same_bits(np.asarray(g), w):
-            raise h.RuleViolation(f"sequence {i} came back as {np.asarray(g).tolist()}",
-                                  {"R-MEG-3"})
+        if not same_bits(np.asarray(g), w):
+            raise RuleViolation(f"sequence {i} came back as {np.asarray(g).tolist()}",
+                                {"R-MEG-3"})

@@ -13,13 +13,15 @@ from hypothesis import example, given
 
 import reference
 
-from . import harness as h
 from ._megatron_slots import slot_values
+from .compare import check_positions, check_rows, names_field, outcome, same_bits
 from .protocol import CONVENTION_CAPABILITIES
+from .running import RankResult, ref_config, run_reference
 from .strategies import Batch, PackCase, batches, configs, pack_cases
+from .under_test import RuleViolation, assume_declared, caps, needs, prop_settings, target
 
 # The Megatron view keeps verl's convention: spec 1.1's other conventions are not drawn.
-CAPS = h.caps() - CONVENTION_CAPABILITIES
+CAPS = caps() - CONVENTION_CAPABILITIES
 THD_FIELDS = ("qkv_format", "cu_seqlens_q", "cu_seqlens_kv", "cu_seqlens_q_padded",
               "cu_seqlens_kv_padded", "max_seqlen_q", "max_seqlen_kv")
 
@@ -37,25 +39,25 @@ def _has_cp_partition_mode() -> bool:
 def check_slots(case: PackCase, seqs: list[np.ndarray], rank: int, rows: np.ndarray,
                 pos: np.ndarray, params: dict[str, Any]) -> None:
     """The plan first (a different plan is R-META-3's, errata E-1/E-2), then every slot."""
-    cfg = h.ref_config(case.config)
+    cfg = ref_config(case.config)
     plan = reference.plan_thd(list(case.batch.lengths), cfg)
     cu = np.asarray(params["cu_seqlens_q_padded"])
     if not np.array_equal(cu, plan.cu_seqlens_padded):
-        raise h.RuleViolation(f"rank {rank}: cu_seqlens_q_padded {cu.tolist()}, spec "
-                              f"{plan.cu_seqlens_padded.tolist()}", {"R-META-3"})
+        raise RuleViolation(f"rank {rank}: cu_seqlens_q_padded {cu.tolist()}, spec "
+                            f"{plan.cu_seqlens_padded.tolist()}", {"R-META-3"})
     for k, (want_pos, label) in slot_values(seqs, cfg, rank, case.need_roll).items():
         if int(pos[k]) != want_pos:
             rule = "R-MEG-6" if label is None else "R-MEG-7"
-            raise h.RuleViolation(f"rank {rank} row {k}: position id {int(pos[k])}, verl "
-                                  f"0.9.1 {want_pos}", {rule})
-        if label is not None and not h.same_bits(rows[k], label.astype(rows.dtype)):
-            raise h.RuleViolation(f"rank {rank} row {k} (a last real token): label "
-                                  f"{rows[k].tolist()}, verl 0.9.1 {label.tolist()}", {"R-MEG-7"})
+            raise RuleViolation(f"rank {rank} row {k}: position id {int(pos[k])}, verl "
+                                f"0.9.1 {want_pos}", {rule})
+        if label is not None and not same_bits(rows[k], label.astype(rows.dtype)):
+            raise RuleViolation(f"rank {rank} row {k} (a last real token): label "
+                                f"{rows[k].tolist()}, verl 0.9.1 {label.tolist()}", {"R-MEG-7"})
 
 
-@h.needs("megatron")
+@needs("megatron")
 @pytest.mark.rules("R-MEG-6", "R-MEG-7")
-@h.prop_settings(0.5)
+@prop_settings(0.5)
 @example(PackCase(config={"cp_size": 2}, batch=Batch((3, 5)), need_roll=False))
 @example(PackCase(config={"cp_size": 2}, batch=Batch((4, 3)), need_roll=True))
 @example(PackCase(config={"tp_size": 2}, batch=Batch((2, 1, 4)), need_roll=True))
@@ -75,18 +77,18 @@ def test_verl_slot_values(case: PackCase) -> None:
     """preprocess_thd_engine on every rank gives verl 0.9.1's position ids on padding rows
     (R-MEG-6) and, under need_roll, verl's label and position id at each sequence's last real
     token (R-MEG-7)."""
-    h.assume_declared(case)
+    assume_declared(case)
     case = PackCase(config=case.config, batch=case.batch, need_roll=case.need_roll)  # pad 0
     seqs = case.batch.arrays()
     for rank in range(case.cp_size):
-        rows, params, pos = h.target().megatron_preprocess(seqs, dict(case.config), rank,
-                                                           need_roll=case.need_roll)
+        rows, params, pos = target().megatron_preprocess(seqs, dict(case.config), rank,
+                                                         need_roll=case.need_roll)
         check_slots(case, seqs, rank, rows[0], pos[0], params)
 
 
-@h.needs("kwargs_params")
+@needs("kwargs_params")
 @pytest.mark.rules("R-MEG-4", "R-MEG-1", "R-MEG-6", "R-MEG-7")
-@h.prop_settings(0.5)
+@prop_settings(0.5)
 @example(PackCase(config={"cp_size": 2, "cp_layout": "contiguous"}, batch=Batch((5, 3)),
                   need_roll=True))
 @example(PackCase(config={"cp_size": 3, "cp_layout": "contiguous", "bucket": 12},
@@ -98,28 +100,28 @@ def test_kwargs_packed_seq_params(case: PackCase) -> None:
     """A PackedSeqParams whose constructor takes **kwargs (verl's test stub) receives every
     field, cp_partition_mode says the layout, contiguous cp > 1 is accepted (verl accepts it),
     and rows, position ids and slots are as with the real class (R-MEG-4)."""
-    h.assume_declared(case, config={**case.config, "cp_layout": "zigzag"})
+    assume_declared(case, config={**case.config, "cp_layout": "zigzag"})
     case = PackCase(config=case.config, batch=case.batch, need_roll=case.need_roll)
     seqs = case.batch.arrays()
-    want = h.run_reference(case, seqs)
+    want = run_reference(case, seqs)
     results = []
     layout = case.config.get("cp_layout", "zigzag")
     for rank in range(case.cp_size):
-        rows, params, pos = h.target().megatron_preprocess_kwargs(
+        rows, params, pos = target().megatron_preprocess_kwargs(
             seqs, dict(case.config), rank, need_roll=case.need_roll)
         given_fields = set(params.get("given", ()))
         missing = sorted((set(THD_FIELDS) | {"cp_partition_mode"}) - given_fields)
         if missing:
-            raise h.RuleViolation(f"rank {rank}: a **kwargs PackedSeqParams got no {missing} "
-                                  f"(it was given {sorted(given_fields)})", {"R-MEG-4"})
+            raise RuleViolation(f"rank {rank}: a **kwargs PackedSeqParams got no {missing} "
+                                f"(it was given {sorted(given_fields)})", {"R-MEG-4"})
         if params["cp_partition_mode"] != layout:
-            raise h.RuleViolation(f"rank {rank}: cp_partition_mode "
-                                  f"{params['cp_partition_mode']!r}, layout {layout!r}",
-                                  {"R-MEG-4"})
+            raise RuleViolation(f"rank {rank}: cp_partition_mode "
+                                f"{params['cp_partition_mode']!r}, layout {layout!r}",
+                                {"R-MEG-4"})
         check_slots(case, seqs, rank, rows[0], pos[0], params)
-        results.append(h.RankResult(rows[0], pos[0], None))
-    h.check_rows(case, results, want)
-    h.check_positions(case, results, want)
+        results.append(RankResult(rows[0], pos[0], None))
+    check_rows(case, results, want)
+    check_positions(case, results, want)
 
 
 def _nested(lengths: tuple[int, ...]) -> Any:
@@ -150,54 +152,54 @@ FIELDS = {"cp_layout": ("cp_layout", "R-ERR-4"), "pad_to_length_bucket": ("bucke
           "min_local_rows": ("min_local_rows", "R-ERR-1")}
 
 
-@h.needs("megatron_checks")
+@needs("megatron_checks")
 @pytest.mark.rules("R-MEG-5", "R-ERR-1", "R-ERR-3", "R-ERR-4")
 @pytest.mark.parametrize("name", sorted(VERL_TEXTS))
 def test_error_texts_contain_verl(name: str) -> None:
     """Each message has verl 0.9.1's text for the same input (taken from running the wheel),
     and still names the field and the value."""
     adapter, config, cls, text = VERL_TEXTS[name]
-    got = h.outcome(lambda: h.target().megatron_preprocess_as_is(_nested((3, 2)), config, 0,
-                                                                 **adapter))
+    got = outcome(lambda: target().megatron_preprocess_as_is(_nested((3, 2)), config, 0,
+                                                             **adapter))
     if not isinstance(got, cls):
-        raise h.RuleViolation(f"{adapter}: expected {cls.__name__}, got {got!r}", {"R-MEG-5"})
+        raise RuleViolation(f"{adapter}: expected {cls.__name__}, got {got!r}", {"R-MEG-5"})
     if text not in str(got):
-        raise h.RuleViolation(f"{adapter}: the message {str(got)!r} lacks verl's {text!r}",
-                              {"R-MEG-5"})
+        raise RuleViolation(f"{adapter}: the message {str(got)!r} lacks verl's {text!r}",
+                            {"R-MEG-5"})
     field, rule = FIELDS[next(iter(adapter))]
-    if not h._names(field, str(got)):
-        raise h.RuleViolation(f"{adapter}: the message {str(got)!r} does not name {field}",
-                              {rule})
+    if not names_field(field, str(got)):
+        raise RuleViolation(f"{adapter}: the message {str(got)!r} does not name {field}",
+                            {rule})
 
 
-@h.needs("megatron_checks")
+@needs("megatron_checks")
 @pytest.mark.rules("R-MEG-5", "R-MEG-2")
 def test_contiguous_refusal_contains_verl_text() -> None:
     """Contiguous cp > 1 without cp_partition_mode: ValueError with verl's text (R-MEG-5)."""
     if _has_cp_partition_mode():
         pytest.skip("the installed megatron-core has cp_partition_mode: nothing is refused")
-    got = h.outcome(lambda: h.target().megatron_preprocess_as_is(
+    got = outcome(lambda: target().megatron_preprocess_as_is(
         _nested((3, 2)), {"cp_size": 2}, 0, cp_layout="contiguous"))
     text = ("cp_layout='contiguous' requires PackedSeqParams.cp_partition_mode, which this "
             "Megatron-core version does not provide. Upgrade Megatron-core or use the zigzag "
             "layout.")
     if not isinstance(got, ValueError) or text not in str(got):
-        raise h.RuleViolation(f"contiguous cp=2: expected ValueError with verl's text, got "
-                              f"{got!r}", {"R-MEG-5"})
+        raise RuleViolation(f"contiguous cp=2: expected ValueError with verl's text, got "
+                            f"{got!r}", {"R-MEG-5"})
 
 
-@h.needs("megatron_checks")
+@needs("megatron_checks")
 @pytest.mark.rules("R-MEG-5", "R-ERR-4")
 def test_postprocess_layout_text_contains_verl() -> None:
     """postprocess_thd_engine with an unknown cp_layout: verl's text too."""
     config = {"tp_size": 1}
     seqs = [np.arange(3, dtype=np.int64), np.arange(2, dtype=np.int64)]
-    rows, _, meta = h.target().pack(seqs, config, 0)
-    got = h.outcome(lambda: h.target().megatron_postprocess(rows[None], meta, config,
-                                                            cp_layout="interleaved"))
+    rows, _, meta = target().pack(seqs, config, 0)
+    got = outcome(lambda: target().megatron_postprocess(rows[None], meta, config,
+                                                        cp_layout="interleaved"))
     if not isinstance(got, ValueError) or \
             "Unsupported context parallel layout: interleaved" not in str(got):
-        raise h.RuleViolation(f"postprocess cp_layout='interleaved': got {got!r}", {"R-MEG-5"})
+        raise RuleViolation(f"postprocess cp_layout='interleaved': got {got!r}", {"R-MEG-5"})
 
 
 # megatron-core 0.16.1's PackedSeqParams constructor (an older or narrower release lacks some).
@@ -215,35 +217,35 @@ def _params_without(*names: str) -> type:
                             for f in PARAMS_CTOR if f not in names])
 
 
-@h.needs("megatron_checks")
+@needs("megatron_checks")
 @pytest.mark.rules("R-MEG-4")
 @pytest.mark.parametrize("missing", ["qkv_format", "cu_seqlens_kv", "max_seqlen_kv"])
 def test_params_without_a_needed_field(missing: str) -> None:
     """A PackedSeqParams whose constructor lacks a field the pack needs: TypeError naming that
     field (R-MEG-4: no field is dropped silently)."""
     seqs = [np.arange(5, dtype=np.int64), np.arange(3, dtype=np.int64)]
-    got = h.outcome(lambda: h.target().megatron_preprocess_with_params(
+    got = outcome(lambda: target().megatron_preprocess_with_params(
         seqs, {"tp_size": 2}, 0, _params_without(missing)))
-    if not isinstance(got, TypeError) or not h._names(missing, str(got)):
-        raise h.RuleViolation(f"PackedSeqParams without {missing}: expected TypeError naming "
-                              f"it, got {got!r}", {"R-MEG-4"})
+    if not isinstance(got, TypeError) or not names_field(missing, str(got)):
+        raise RuleViolation(f"PackedSeqParams without {missing}: expected TypeError naming "
+                            f"it, got {got!r}", {"R-MEG-4"})
 
 
-@h.needs("megatron_checks")
+@needs("megatron_checks")
 @pytest.mark.rules("R-MEG-4", "R-MEG-1")
 def test_params_without_redundant_fields() -> None:
     """A PackedSeqParams without cu_seqlens_q_padded / cu_seqlens_kv_padded (equal to
     cu_seqlens_q / _kv) is accepted: it gets every other field, and the rows are the spec's."""
     seqs = [np.arange(5, dtype=np.int64), np.arange(3, dtype=np.int64)]
     config: dict[str, Any] = {"tp_size": 2}
-    rows, params, _ = h.target().megatron_preprocess_with_params(
+    rows, params, _ = target().megatron_preprocess_with_params(
         seqs, config, 0, _params_without("cu_seqlens_q_padded", "cu_seqlens_kv_padded"))
     want, _, plan = reference.pack_thd(seqs, reference.PackConfig(**config), 0)
     for key in ("cu_seqlens_q", "cu_seqlens_kv"):
         if not np.array_equal(np.asarray(params.get(key)), plan.cu_seqlens_padded):
-            raise h.RuleViolation(f"{key} = {params.get(key)!r}, spec "
-                                  f"{plan.cu_seqlens_padded.tolist()}", {"R-MEG-1"})
+            raise RuleViolation(f"{key} = {params.get(key)!r}, spec "
+                                f"{plan.cu_seqlens_padded.tolist()}", {"R-MEG-1"})
     if params.get("qkv_format") != "thd" or params.get("max_seqlen_kv") != plan.max_seqlen:
-        raise h.RuleViolation(f"PackedSeqParams {params}", {"R-MEG-4"})
-    if not h.same_bits(rows[0], want):
-        raise h.RuleViolation(f"rows {rows[0].tolist()}, spec {want.tolist()}", {"R-MEG-4"})
+        raise RuleViolation(f"PackedSeqParams {params}", {"R-MEG-4"})
+    if not same_bits(rows[0], want):
+        raise RuleViolation(f"rows {rows[0].tolist()}, spec {want.tolist()}", {"R-MEG-4"})

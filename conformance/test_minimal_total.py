@@ -19,11 +19,12 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from . import harness as h
 from . import requirements as req
+from .running import call_target, readable_output
 from .strategies import configs, fit_static, lengths
+from .under_test import RuleViolation, assume_declared, caps, prop_settings, target
 
-CAPS = h.caps()
+CAPS = caps()
 INT32_MAX = 2**31 - 1
 
 
@@ -60,7 +61,7 @@ def _zz(**config: Any) -> dict[str, Any]:
 
 @pytest.mark.rules("R-TOTAL-1", "R-TOTAL-2", "R-TOTAL-3", "R-TOTAL-4", "R-ALIGN-5", "R-FP8-1",
                    "R-TAIL-1")
-@h.prop_settings()
+@prop_settings()
 @example(((513,), _zz(bucket=512)))  # spec 13.1
 @example(((3,), _zz(cp_size=2, bucket=6)))  # erratum E-1
 @example(((1,), _zz(cp_size=2, min_local_rows=3)))  # erratum E-2
@@ -72,12 +73,12 @@ def test_total_is_the_smallest_meeting_every_requirement(
         case: tuple[tuple[int, ...], dict[str, Any]]) -> None:
     """Pack on rank 0 and compare the target's total with the brute-force smallest one."""
     seqlens, config = case
-    h.assume_declared(config=config, lengths=seqlens)
+    assume_declared(config=config, lengths=seqlens)
     seqs = [np.arange(n, dtype=np.int64) + 1000 * (i + 1) for i, n in enumerate(seqlens)]
     what = "pack(rank 0)"
     rules = {"R-IN-1", "R-IN-3"} | ({"R-IN-2"} if 0 in seqlens else set())
-    rows, _, meta = h.readable_output(h.call_target(what, h.target().pack, seqs, dict(config),
-                                                    0, rules=rules), what)
+    rows, _, meta = readable_output(call_target(what, target().pack, seqs, dict(config),
+                                                0, rules=rules), what)
     got = int(meta["total"]) if "total" in meta else int(np.asarray(
         meta["cu_seqlens_padded"])[-1])
     want = smallest_total(seqlens, config)
@@ -87,7 +88,7 @@ def test_total_is_the_smallest_meeting_every_requirement(
     where = f"lengths {list(seqlens)}, {config}: total {got}, the smallest meeting every " \
         f"requirement is {want}"
     if broken:
-        raise h.RuleViolation(f"{where}; {got} breaks {broken}", set(broken))
+        raise RuleViolation(f"{where}; {got} breaks {broken}", set(broken))
     # A total meeting every requirement but larger than the first one: not the smallest.
-    raise h.RuleViolation(f"{where}; {got} also meets them but is not the smallest",
-                          {"R-TOTAL-4"})
+    raise RuleViolation(f"{where}; {got} also meets them but is not the smallest",
+                        {"R-TOTAL-4"})

@@ -23,11 +23,23 @@ from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 from . import gloo, model
-from . import harness as h
 from .model_checks import check_runs
+from .running import run_target_packed
 from .strategies import Batch, PackCase, configs, pack_cases
+from .under_test import (
+    RuleViolation,
+    TargetError,
+    assume_declared,
+    caps,
+    declined_by,
+    prop_settings,
+    require,
+    target,
+    with_convention,
+    within_rows,
+)
 
-CAPS = h.caps()
+CAPS = caps()
 SEED = 0
 TIMEOUT_S = 60
 
@@ -57,10 +69,10 @@ def _baseline(lengths: tuple[int, ...], seed: int) -> model.Baseline:
 def _shards(case: PackCase, seqs: list[np.ndarray]) -> list[model.Shard]:
     """The target's packs on every rank: without need_roll for the inputs (and the labels it
     gives beside them), and with it for the labels when the case asks for them."""
-    inputs = h.run_target_packed(replace(case, need_roll=False), seqs)
+    inputs = run_target_packed(replace(case, need_roll=False), seqs)
     if any(p.labels is not None for p in inputs):
         return model.make_shards(inputs, inputs, case.cp_size)
-    labels = h.run_target_packed(case, seqs) if case.need_roll else None
+    labels = run_target_packed(case, seqs) if case.need_roll else None
     return model.make_shards(inputs, labels, case.cp_size)
 
 
@@ -68,7 +80,7 @@ def adapt(case: PackCase) -> PackCase:
     """A case written once for every target, brought to this one: its fixed convention filled
     in; labels, zero-length sequences and tp dropped where it has none (what the case is about,
     a layout, a bucket, a convention, stays and is declined where missing)."""
-    config = h.with_convention(case.config)
+    config = with_convention(case.config)
     if "tensor_parallel" not in CAPS:
         config = {**config, "tp_size": 1}
     batch = case.batch
@@ -80,12 +92,12 @@ def adapt(case: PackCase) -> PackCase:
 
 def _cp1(case: PackCase, consumer: str) -> None:
     case = adapt(case)
-    h.assume_declared(case)
-    assume(h.within_rows(1024))
+    assume_declared(case)
+    assume(within_rows(1024))
     seqs = model.token_batch(case.batch.lengths, case.batch.seed)
     shards = _shards(case, seqs)
     if consumer == "position_ids" and shards[0].pos is None:
-        pytest.skip(f"target {h.target().name!r} gives no position ids (R-MODEL-1 needs them)")
+        pytest.skip(f"target {target().name!r} gives no position ids (R-MODEL-1 needs them)")
     layout = str(case.config.get("cp_layout", "zigzag"))
     run = model.run_rank(model.build_model(SEED), shards, seqs, 1, layout, 0, consumer)
     check_runs(_baseline(case.batch.lengths, case.batch.seed), [run], shards, seqs, 1, layout,
@@ -105,7 +117,7 @@ E1_TP = PackCase(config={"cp_size": 1, "tp_size": 2, "bucket": 3}, batch=Batch((
 
 
 @pytest.mark.rules("R-MODEL-1", "R-MODEL-4", "R-MODEL-5")
-@h.prop_settings(weight=0.1)
+@prop_settings(weight=0.1)
 @example(PLAIN)
 @example(PADDED)
 @example(E4_PADDING_LABEL)
@@ -119,7 +131,7 @@ def test_model_position_ids(case: PackCase) -> None:
 
 
 @pytest.mark.rules("R-MODEL-2", "R-MODEL-4", "R-MODEL-5")
-@h.prop_settings(weight=0.1)
+@prop_settings(weight=0.1)
 @example(PLAIN)
 @example(PADDED)
 @example(E4_PADDING_LABEL)
@@ -176,8 +188,8 @@ CP_CASES: dict[str, PackCase] = {
 
 
 def _declined(case: PackCase) -> list[str]:
-    return h.declined_by(config=case.config, lengths=case.batch.lengths,
-                         need_roll=case.need_roll)
+    return declined_by(config=case.config, lengths=case.batch.lengths,
+                       need_roll=case.need_roll)
 
 
 def run_world(tmp: Path, items: list[dict[str, Any]]) -> list[list[model.RankRun]]:
@@ -213,7 +225,7 @@ def cp_outcomes(request: pytest.FixtureRequest,
         seqs = model.token_batch(case.batch.lengths, case.batch.seed)
         try:
             shards = _shards(case, seqs)
-        except (h.RuleViolation, h.TargetError) as exc:
+        except (RuleViolation, TargetError) as exc:
             outcomes[cid] = exc
             continue
         consumers = ["thd"] + (["thd_position_ids"] if shards[0].pos is not None else [])
@@ -237,7 +249,7 @@ def test_model_context_parallel(cid: str, cp_outcomes: dict[str, Any]) -> None:
     and, where given, the target's position ids); log-probs, loss and gradients summed over
     the ranks equal the unpacked run."""
     case = adapt(CP_CASES[cid])
-    h.require(*_declined(case))
+    require(*_declined(case))
     outcome = cp_outcomes[cid]
     if isinstance(outcome, BaseException):
         raise outcome

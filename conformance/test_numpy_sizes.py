@@ -12,7 +12,8 @@ import pytest
 
 import reference
 
-from . import harness as h
+from .compare import meta_mismatches, outcome, same_bits
+from .under_test import RuleViolation, require, require_config, target, with_convention
 
 FIELDS = ("tp_size", "cp_size", "bucket", "min_local_rows")
 # Each case: Python-int config, the NumPy type each of its sizes is given as.
@@ -37,8 +38,8 @@ def _declared(config: dict[str, Any], lengths: list[int] | None = None) -> dict[
     """The config under the target's fixed convention (for the target and the reference
     alike), skipped as declined unless the target has every feature it uses, base features
     (tensor parallelism, zigzag) included."""
-    config = h.with_convention(config)
-    h.require_config(config, lengths=lengths)
+    config = with_convention(config)
+    require_config(config, lengths=lengths)
     return config
 
 
@@ -54,21 +55,21 @@ def test_numpy_integer_sizes(config: dict[str, Any], kind: Any) -> None:
     cfg = reference.PackConfig(**config)
     for rank in range(cfg.cp_size):
         plan = reference.plan_thd([len(s) for s in seqs], cfg)
-        want_rows, want_pos, _ = h.target().pack(seqs, dict(config), rank)
-        rows, pos, meta = h.target().pack(seqs, dict(given), kind(rank))
+        want_rows, want_pos, _ = target().pack(seqs, dict(config), rank)
+        rows, pos, meta = target().pack(seqs, dict(given), kind(rank))
         what = f"pack(config={given}, cp_rank={kind(rank)!r})"
         wrong = [f"{k}={meta[k]!r} ({type(meta[k]).__name__})" for k in INT_KEYS
                  if k in meta and type(meta[k]) is not int]
         if wrong:
-            raise h.RuleViolation(f"{what}: {', '.join(wrong)}: not Python ints",
-                                  {"R-META-4", "R-META-5"})
-        mismatches = h.meta_mismatches(meta, plan)
+            raise RuleViolation(f"{what}: {', '.join(wrong)}: not Python ints",
+                                {"R-META-4", "R-META-5"})
+        mismatches = meta_mismatches(meta, plan)
         if mismatches:
-            raise h.RuleViolation(f"{what}: plan differs: {mismatches}", {"R-META-5"})
-        if not (h.same_bits(np.asarray(rows), np.asarray(want_rows))
-                and h.same_bits(np.asarray(pos), np.asarray(want_pos))):
-            raise h.RuleViolation(f"{what}: rows or position ids differ from the Python-int "
-                                  "config's", {"R-IN-3", "R-ROW-1"})
+            raise RuleViolation(f"{what}: plan differs: {mismatches}", {"R-META-5"})
+        if not (same_bits(np.asarray(rows), np.asarray(want_rows))
+                and same_bits(np.asarray(pos), np.asarray(want_pos))):
+            raise RuleViolation(f"{what}: rows or position ids differ from the Python-int "
+                                "config's", {"R-IN-3", "R-ROW-1"})
 
 
 @pytest.mark.rules("R-ERR-8", "R-TOTAL-6")
@@ -84,13 +85,13 @@ def test_numpy_sizes_beyond_int64_products(config: dict[str, Any]) -> None:
     """Sizes whose products pass 2**63, given as np.int64 (capability `plan`): ValueError, as
     for the same Python ints (R-ERR-8: the total is above INT32_MAX); int64 arithmetic that
     wraps to a small total and is accepted would hand consumers a wrong buffer."""
-    h.require("plan")
+    require("plan")
     config = _declared(config)
     given = _numpy_config(config, np.int64)
-    got = h.outcome(lambda: h.target().plan([5, 3], dict(given)))
-    want = h.outcome(lambda: reference.plan_thd([5, 3], reference.PackConfig(**config)))
+    got = outcome(lambda: target().plan([5, 3], dict(given)))
+    want = outcome(lambda: reference.plan_thd([5, 3], reference.PackConfig(**config)))
     assert isinstance(want, ValueError), f"the reference accepts {config}"
     if not isinstance(got, ValueError):
-        raise h.RuleViolation(f"plan([5, 3], config={given}): the Python-int config's total "
-                              f"is above INT32_MAX; expected ValueError, got {got!r}",
-                              {"R-ERR-8", "R-TOTAL-6"})
+        raise RuleViolation(f"plan([5, 3], config={given}): the Python-int config's total "
+                            f"is above INT32_MAX; expected ValueError, got {got!r}",
+                            {"R-ERR-8", "R-TOTAL-6"})

@@ -9,10 +9,11 @@ from hypothesis import example, given
 
 import reference
 
-from . import harness as h
 from ._packed_cases import MaskCase, mask_cases
+from .compare import check_local_grad, same_bits
+from .under_test import RuleViolation, caps, needs, prop_settings, target
 
-CAPS = h.caps()
+CAPS = caps()
 FIELDS = ("cu_seqlens_q", "cu_seqlens_kv", "cu_seqlens_q_padded", "cu_seqlens_kv_padded")
 
 
@@ -26,28 +27,28 @@ def check_preprocess(case: MaskCase) -> list[np.ndarray]:
     plan = reference.plan_thd([len(x) for x in seqs], cfg)
     shards = []
     for rank in range(case.cp):
-        rows, params = h.target().packed_preprocess(values, mask, case.config, rank)
+        rows, params = target().packed_preprocess(values, mask, case.config, rank)
         want, _, _ = reference.pack_thd(seqs, cfg, rank)
         for key in FIELDS:
             got = np.asarray(params[key])
             if got.dtype != np.int32 or not np.array_equal(got, plan.cu_seqlens_padded):
-                raise h.RuleViolation(f"rank {rank}: {key} {got.tolist()} ({got.dtype}), spec "
-                                      f"{plan.cu_seqlens_padded.tolist()}", {"R-MEG-8"})
+                raise RuleViolation(f"rank {rank}: {key} {got.tolist()} ({got.dtype}), spec "
+                                    f"{plan.cu_seqlens_padded.tolist()}", {"R-MEG-8"})
         if params["qkv_format"] != "thd" or params["max_seqlen_q"] != plan.max_seqlen or \
                 params["max_seqlen_kv"] != plan.max_seqlen:
-            raise h.RuleViolation(f"rank {rank}: PackedSeqParams {params}", {"R-MEG-8"})
-        if rows.shape != (1, *want.shape) or not h.same_bits(rows[0], want):
-            raise h.RuleViolation(f"rank {rank}: rows {rows.tolist()}, spec {want.tolist()}",
-                                  {"R-MEG-8"})
+            raise RuleViolation(f"rank {rank}: PackedSeqParams {params}", {"R-MEG-8"})
+        if rows.shape != (1, *want.shape) or not same_bits(rows[0], want):
+            raise RuleViolation(f"rank {rank}: rows {rows.tolist()}, spec {want.tolist()}",
+                                {"R-MEG-8"})
         shards.append(rows[0])
     if (values.tobytes(), mask.tobytes()) != before:
-        raise h.RuleViolation("preprocess_packed_seqs changed its inputs", {"R-MEG-8"})
+        raise RuleViolation("preprocess_packed_seqs changed its inputs", {"R-MEG-8"})
     return shards
 
 
-@h.needs("packed_seqs")
+@needs("packed_seqs")
 @pytest.mark.rules("R-MEG-8", "R-MEG-9")
-@h.prop_settings(0.5)
+@prop_settings(0.5)
 @example(MaskCase(1, 2, False, 6, (3, 5), "left"))
 @example(MaskCase(2, 3, True, 9, (9, 0, 4), "scattered", trail=(2,), dtype="float32"))
 @example(MaskCase(3, 4, False, 7, (1, 7), "right", trail=(2, 2)))
@@ -62,17 +63,17 @@ def test_packed_seqs_round_trip(case: MaskCase) -> None:
     plan = reference.plan_thd(list(case.lengths), cfg)
     want = np.where(mask.reshape(*mask.shape, *([1] * len(case.trail))), values, 0)
     for rank in range(case.cp):
-        out, grad = h.target().packed_gathered(shards, plan.cu_seqlens_padded, mask,
-                                               case.config, rank)
-        if out.shape != want.shape or not h.same_bits(out, want.astype(out.dtype)):
-            raise h.RuleViolation(f"rank {rank}: postprocess gave {out.tolist()}, spec "
-                                  f"{want.tolist()}", {"R-MEG-9"})
-        h.check_local_grad(grad, plan, cfg, rank, str(case))
+        out, grad = target().packed_gathered(shards, plan.cu_seqlens_padded, mask,
+                                             case.config, rank)
+        if out.shape != want.shape or not same_bits(out, want.astype(out.dtype)):
+            raise RuleViolation(f"rank {rank}: postprocess gave {out.tolist()}, spec "
+                                f"{want.tolist()}", {"R-MEG-9"})
+        check_local_grad(grad, plan, cfg, rank, str(case))
 
 
-@h.needs("packed_seqs", "distributed")
+@needs("packed_seqs", "distributed")
 @pytest.mark.rules("R-MEG-9", "R-UNPACK-1")
-@h.prop_settings(0.5)
+@prop_settings(0.5)
 @example(MaskCase(2, 1, False, 6, (3, 5, 0), "left", trail=(3,), dtype="float32"))
 @given(mask_cases(caps=CAPS).map(lambda c: MaskCase(c.tp, 1, c.fp8, c.seq_len, c.lengths,
                                                     c.pattern, c.trail, c.dtype, c.seed)))
@@ -84,16 +85,16 @@ def test_packed_postprocess_single_rank(case: MaskCase) -> None:
     cfg = case.ref_config()
     plan = reference.plan_thd(list(case.lengths), cfg)
     rows, _, _ = reference.pack_thd(case.sequences(), cfg, 0)
-    out, grad = h.target().packed_distributed(rows, plan.cu_seqlens_padded, mask, case.config,
-                                              0, None)
+    out, grad = target().packed_distributed(rows, plan.cu_seqlens_padded, mask, case.config,
+                                            0, None)
     want = np.where(mask.reshape(*mask.shape, *([1] * len(case.trail))), values, 0)
-    if out.shape != want.shape or not h.same_bits(out, want.astype(out.dtype)):
-        raise h.RuleViolation(f"postprocess gave {out.tolist()}, spec {want.tolist()}",
-                              {"R-MEG-9"})
-    h.check_local_grad(grad, plan, cfg, 0, str(case))
+    if out.shape != want.shape or not same_bits(out, want.astype(out.dtype)):
+        raise RuleViolation(f"postprocess gave {out.tolist()}, spec {want.tolist()}",
+                            {"R-MEG-9"})
+    check_local_grad(grad, plan, cfg, 0, str(case))
 
 
-@h.needs("packed_seqs", "megatron_checks")
+@needs("packed_seqs", "megatron_checks")
 @pytest.mark.rules("R-MEG-9", "R-UNPACK-1", "R-UNPACK-3")
 @pytest.mark.parametrize("params", ["real-q-kv", "padded-none"])
 def test_packed_postprocess_locates_rows_by_padded_offsets(params: str) -> None:
@@ -110,9 +111,9 @@ def test_packed_postprocess_locates_rows_by_padded_offsets(params: str) -> None:
     rows, _, _ = reference.pack_thd(case.sequences(), cfg, 0, pad_value=-7.0)
     fields = ({"cu_seqlens_q": real, "cu_seqlens_kv": real} if params == "real-q-kv" else
               {"cu_seqlens_q_padded": None})
-    out = h.target().packed_postprocess(rows[None], plan.cu_seqlens_padded, mask, case.config,
-                                        params=fields)
+    out = target().packed_postprocess(rows[None], plan.cu_seqlens_padded, mask, case.config,
+                                      params=fields)
     want = np.where(mask[..., None], values, 0)
-    if out.shape != want.shape or not h.same_bits(out, want.astype(out.dtype)):
-        raise h.RuleViolation(f"PackedSeqParams {params}: postprocess gave {out.tolist()}, "
-                              f"spec {want.tolist()}", {"R-MEG-9", "R-UNPACK-1"})
+    if out.shape != want.shape or not same_bits(out, want.astype(out.dtype)):
+        raise RuleViolation(f"PackedSeqParams {params}: postprocess gave {out.tolist()}, "
+                            f"spec {want.tolist()}", {"R-MEG-9", "R-UNPACK-1"})

@@ -11,8 +11,10 @@ import pytest
 
 import reference
 
-from . import harness as h
+from .compare import check_unpack_returns_batch
+from .running import META_ARRAYS
 from .strategies import Batch
+from .under_test import needs, require_config
 
 # Default conventions only (tail="last", no max_num_seqs): K = B, with and without total-level
 # padding on the last sequence, empty sequences first, inside and last.
@@ -25,7 +27,7 @@ CASES = [
 ]
 
 
-@h.needs("unpack")
+@needs("unpack")
 @pytest.mark.rules("R-META-7", "R-UNPACK-1")
 @pytest.mark.parametrize(("config", "lengths"), CASES,
                          ids=["cp2", "cp2-bucket", "tp2-one", "empty-ends", "contiguous-mlr"])
@@ -33,14 +35,14 @@ def test_unpack_plan_without_num_seqs(config: dict[str, Any], lengths: tuple[int
     """The spec's shards and plan, the plan without `num_seqs`: unpack returns the B =
     len(seqlens) input sequences, bit for bit (a target that takes a missing B as 0 returns none
     or rejects the plan)."""
-    h.require_config(config, lengths=list(lengths))
+    require_config(config, lengths=list(lengths))
     cfg = reference.PackConfig(**config)
     seqs = Batch(lengths).arrays()
     plan = reference.plan_thd(list(lengths), cfg)
     assert len(plan.seqlens) == len(seqs), f"{config}: not a 1.0 plan (K != B)"
     shards = [reference.pack_thd(seqs, cfg, rank)[0] for rank in range(cfg.cp_size)]
-    meta = {k: getattr(plan, k) for k in (*h.META_ARRAYS, "max_seqlen", "total", "local_rows")}
+    meta = {k: getattr(plan, k) for k in (*META_ARRAYS, "max_seqlen", "total", "local_rows")}
     what = f"unpack of a 1.0 plan (no num_seqs), config={config}, lengths={lengths}"
-    h.check_unpack_returns_batch(what, shards, meta, config, seqs,
-                                 rules={"R-META-7", "R-UNPACK-1"},
-                                 count_rules={"R-META-7", "R-UNPACK-1"})
+    check_unpack_returns_batch(what, shards, meta, config, seqs,
+                               rules={"R-META-7", "R-UNPACK-1"},
+                               count_rules={"R-META-7", "R-UNPACK-1"})

@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from . import harness as h
+from .compare import outcome, snapshot
+from .under_test import RuleViolation, require, target
 
 I32 = np.int32
 # seqlens [5, 0, 3] under cp = 2 zigzag: padded [8, 0, 4], total 12, local rows 6.
@@ -40,19 +41,19 @@ EMPTY: dict[str, Any] = {
 @pytest.mark.parametrize("layout", ["zigzag", "contiguous"])
 def test_plan_arrays_of_wrong_lengths(kind: str, layout: str) -> None:
     """ValueError, and the shards are left unchanged."""
-    h.require("unpack", "forged_plan_checks")
+    require("unpack", "forged_plan_checks")
     if layout == "contiguous":
-        h.require("contiguous")
+        require("contiguous")
     meta = {**GOOD, **FORGED[kind]}
     shards = [np.arange(12, dtype=np.int64).reshape(6, 2) + 100 * r for r in range(2)]
-    before = h.snapshot(shards)
-    got = h.outcome(lambda: h.target().unpack(shards, meta,
-                                              {"cp_size": 2, "cp_layout": layout}))
-    if h.snapshot(shards) != before:
-        raise h.RuleViolation("unpack changed its input shards", {"R-ERR-11"})
+    before = snapshot(shards)
+    got = outcome(lambda: target().unpack(shards, meta,
+                                          {"cp_size": 2, "cp_layout": layout}))
+    if snapshot(shards) != before:
+        raise RuleViolation("unpack changed its input shards", {"R-ERR-11"})
     if not isinstance(got, ValueError):
-        raise h.RuleViolation(f"unpack with a forged plan ({kind}): expected ValueError, got "
-                              f"{got!r}", {"R-ERR-11"})
+        raise RuleViolation(f"unpack with a forged plan ({kind}): expected ValueError, got "
+                            f"{got!r}", {"R-ERR-11"})
 
 
 @pytest.mark.rules("R-ERR-11", "R-UNPACK-1")
@@ -60,16 +61,16 @@ def test_plan_arrays_of_wrong_lengths(kind: str, layout: str) -> None:
 def test_plan_of_no_sequences(cp: int, layout: str) -> None:
     """A plan of B = 0 sequences and empty shards: ValueError (no pack has B = 0, R-ERR-7) or
     B = 0 arrays; any other exception is a crash."""
-    h.require("unpack", "forged_plan_checks")
+    require("unpack", "forged_plan_checks")
     if layout == "contiguous":
-        h.require("contiguous")
+        require("contiguous")
     shards = [np.zeros((0, 2), np.int64) for _ in range(cp)]
     result: list[Any] = []
-    got = h.outcome(lambda: result.append(
-        h.target().unpack(shards, dict(EMPTY), {"cp_size": cp, "cp_layout": layout})))
+    got = outcome(lambda: result.append(
+        target().unpack(shards, dict(EMPTY), {"cp_size": cp, "cp_layout": layout})))
     if got is None and len(result[0]) != 0:
-        raise h.RuleViolation(f"unpack of a B = 0 plan returned {len(result[0])} arrays",
-                              {"R-UNPACK-1"})
+        raise RuleViolation(f"unpack of a B = 0 plan returned {len(result[0])} arrays",
+                            {"R-UNPACK-1"})
     if got is not None and not isinstance(got, ValueError):
-        raise h.RuleViolation(f"unpack of a B = 0 plan (cp {cp}, {layout}): expected "
-                              f"ValueError or no arrays, got {got!r}", {"R-ERR-11"})
+        raise RuleViolation(f"unpack of a B = 0 plan (cp {cp}, {layout}): expected "
+                            f"ValueError or no arrays, got {got!r}", {"R-ERR-11"})

@@ -21,14 +21,32 @@ from hypothesis import strategies as st
 import reference
 
 from . import contract
-from . import harness as h
+from .compare import (
+    FIELD_NAMES,
+    meta_mismatches,
+    names_field,
+    names_number,
+    names_object,
+    outcome,
+    same_value,
+)
 from .protocol import plain_meta
 from .rejection_forms import MEG_CONFIG
 from .rejections import IfCap, Named, Row, base_config, rows, two_sequences
+from .running import run_target
 from .strategies import Batch, PackCase
+from .under_test import (
+    RuleViolation,
+    caps,
+    needs,
+    prop_settings,
+    require_rows,
+    target,
+    with_convention,
+)
 
 try:
-    BASE = h.with_convention(base_config(h.caps()))  # the target's fixed convention, if any
+    BASE = with_convention(base_config(caps()))  # the target's fixed convention, if any
 except RuntimeError:  # imported outside a suite run (no target loaded)
     BASE = base_config(frozenset({"zigzag"}))
 
@@ -140,18 +158,18 @@ def _snapshot(inputs: list[Any]) -> list[bytes]:
 def named(item: Any, message: str) -> bool:
     """The message names `item`: a field ("a|b": either), a number, an object (`Named`)."""
     if isinstance(item, IfCap):
-        return item.cap not in h.caps() or named(item.item, message)
+        return item.cap not in caps() or named(item.item, message)
     if isinstance(item, Named):
-        return h.names_object(item.obj, message)
+        return names_object(item.obj, message)
     if isinstance(item, int):
-        return h.names_number(item, message)
-    return any(h._names(word, message) for word in item.split("|"))
+        return names_number(item, message)
+    return any(names_field(word, message) for word in item.split("|"))
 
 
 def _params() -> list[Any]:
     return [pytest.param(rule, row, id=f"{rule}-{row.name}",
                          marks=[pytest.mark.rules(rule, *row.also, *row.cites),
-                                *([h.needs(*row.needs)] if row.needs else [])])
+                                *([needs(*row.needs)] if row.needs else [])])
             for rule, row in rows()]
 
 
@@ -160,62 +178,62 @@ def test_rejection(rule: str, row: Row) -> None:
     """One row: the class, the message, the inputs unchanged; or, for a valid look-alike, the
     reference's rows."""
     if row.rows:
-        h.require_rows(row.rows, row.name)
+        require_rows(row.rows, row.name)
     rules = {rule, *row.also}
-    c = call(row, BASE, h.target())
+    c = call(row, BASE, target())
     before = _snapshot(c.inputs)
     result: list[Any] = []
-    got = h.outcome(lambda: result.append(c.target()))
+    got = outcome(lambda: result.append(c.target()))
     what = f"{row.api}({row.name})"
     if _snapshot(c.inputs) != before:
-        raise h.RuleViolation(f"{what}: the call changed its inputs", rules)
+        raise RuleViolation(f"{what}: the call changed its inputs", rules)
     if row.error is None:
         if got is not None:
-            raise h.RuleViolation(f"{what}: a valid input, rejected: {got!r}", rules)
+            raise RuleViolation(f"{what}: a valid input, rejected: {got!r}", rules)
         _accepted(row, c, result[0], what, rules)
         return
     if not isinstance(got, row.error):
-        raise h.RuleViolation(f"{what}: expected {row.error.__name__}, got {got!r}", rules)
+        raise RuleViolation(f"{what}: expected {row.error.__name__}, got {got!r}", rules)
     message = str(got)
     missing = [item for item in row.names if not named(item, message)]
     if c.reference is not None:  # every field the spec's own message names (FIELD_NAMES)
-        want = h.outcome(c.reference)
-        missing += [n for n in h.FIELD_NAMES if want is not None and h._names(n, str(want))
-                    and not h._names(n, message) and n not in row.names]
+        want = outcome(c.reference)
+        missing += [n for n in FIELD_NAMES if want is not None and names_field(n, str(want))
+                    and not names_field(n, message) and n not in row.names]
     if missing:
-        raise h.RuleViolation(f"{what}: the message {message!r} does not name {missing} "
-                              "(spec section 11: the field and the value)", rules)
+        raise RuleViolation(f"{what}: the message {message!r} does not name {missing} "
+                            "(spec section 11: the field and the value)", rules)
 
 
 def _accepted(row: Row, c: Any, result: Any, what: str, rules: set[str]) -> None:
     if row.api == "plan":
-        problems = h.meta_mismatches(result, c.reference())
+        problems = meta_mismatches(result, c.reference())
         if problems:
-            raise h.RuleViolation(f"{what}: accepted, but {'; '.join(problems)}", rules)
+            raise RuleViolation(f"{what}: accepted, but {'; '.join(problems)}", rules)
         return
     if c.want_rows is None:
         return
     for rank in range(c.ranks):
         got = result if rank == 0 else _other_rank(row, c, rank)
         rows_got, want = np.asarray(got[0]), c.want_rows(rank)
-        if not h.same_value(rows_got, want):
+        if not same_value(rows_got, want):
             # A different row count is a different total; the same count with other values is
             # a row fault.
             rule = "R-TOTAL-4" if rows_got.shape[:1] != want.shape[:1] else "R-ROW-1"
-            raise h.RuleViolation(f"{what}: accepted, but rank {rank}'s rows "
-                                  f"{rows_got.tolist()} differ from the spec's {want.tolist()}",
-                                  {rule} | (rules & {"R-IN-7", "R-ROW-1"}))
+            raise RuleViolation(f"{what}: accepted, but rank {rank}'s rows "
+                                f"{rows_got.tolist()} differ from the spec's {want.tolist()}",
+                                {rule} | (rules & {"R-IN-7", "R-ROW-1"}))
 
 
 def _other_rank(row: Row, c: Any, rank: int) -> Any:
     """The same accepted call on another rank (the flat and mask forms pack every rank)."""
     a = row.args(BASE)
     if row.api == "pack_flat":
-        return h.target().pack_flat(a["values"], a["lengths"], dict(a["config"]), rank)
-    return h.target().pack_masked(a["values"], a["mask"], dict(a["config"]), rank)
+        return target().pack_flat(a["values"], a["lengths"], dict(a["config"]), rank)
+    return target().pack_masked(a["values"], a["mask"], dict(a["config"]), rank)
 
 
-@h.needs("pad_value")
+@needs("pad_value")
 @pytest.mark.rules("R-IN-5", "R-ROW-2")
 @pytest.mark.parametrize("dtype,value", [("uint32", 2**31), ("uint32", 2**32 - 1),
                                          ("uint64", 2**63), ("uint16", 2**15)])
@@ -227,15 +245,15 @@ def test_pad_value_at_the_sign_bit(dtype: str, value: int) -> None:
     seqs = [np.arange(3, dtype=dtype), np.arange(2, dtype=dtype)]
     # Padding rows from a feature the target has: tp 4, else a bucket of 8 (5 tokens, a total
     # of 8 or more under any convention).
-    if "tensor_parallel" in h.caps():
+    if "tensor_parallel" in caps():
         config: dict[str, Any] = {"tp_size": 4}
-    elif "bucket" in h.caps():
+    elif "bucket" in caps():
         config = {"bucket": 8}
     else:
         pytest.skip("declined: tensor_parallel, bucket (no way to make padding rows)")
-    config = h.with_convention(config)
+    config = with_convention(config)
     case = PackCase(config, Batch((3, 2), dtype=dtype), pad_value=value)
-    got = h.run_target(case, seqs)
+    got = run_target(case, seqs)
     buffer = contract.check_buffer(got, config)
     pad = np.full((), value, dtype=dtype)
     rows = 0
@@ -246,8 +264,8 @@ def test_pad_value_at_the_sign_bit(dtype: str, value: int) -> None:
         wrong = np.flatnonzero(padding & (np.asarray(out.rows) != pad))
         if wrong.size:
             k = int(wrong[0])
-            raise h.RuleViolation(f"{dtype} pad {value}: rank {rank} padding row {k} holds "
-                                  f"{out.rows[k]!r}", {"R-IN-5", "R-ROW-2"})
+            raise RuleViolation(f"{dtype} pad {value}: rank {rank} padding row {k} holds "
+                                f"{out.rows[k]!r}", {"R-IN-5", "R-ROW-2"})
     assert rows, f"config {config}: the target's buffer has no padding row"
 
 
@@ -302,10 +320,10 @@ def _forge(kind: str, seqlens: list[int], config: dict[str, Any], which: int) ->
     return meta
 
 
-@h.needs("unpack", "forged_plan_checks")
+@needs("unpack", "forged_plan_checks")
 @pytest.mark.rules("R-ERR-11", "R-META-7")
 @pytest.mark.parametrize("kind", FORGERIES)
-@h.prop_settings(0.1)
+@prop_settings(0.1)
 @given(seqlens=st.lists(st.integers(0, 20), min_size=1, max_size=4), cp=st.integers(1, 4),
        layout=st.sampled_from(["zigzag", "contiguous"]), which=st.integers(0, 3))
 def test_reject_forged_plan(kind: str, seqlens: list[int], cp: int, layout: str,
@@ -319,13 +337,13 @@ def test_reject_forged_plan(kind: str, seqlens: list[int], cp: int, layout: str,
     shards = [np.arange(meta["local_rows"] * 2, dtype=np.int64).reshape(-1, 2) + 1000 * r
               for r in range(cp)]
     before = _snapshot([shards])
-    got = h.outcome(lambda: h.target().unpack(shards, meta, dict(config)))
+    got = outcome(lambda: target().unpack(shards, meta, dict(config)))
     assert _snapshot([shards]) == before, "unpack changed its input shards"
     what = f"unpack with a forged plan ({kind}: {meta})"
     if not isinstance(got, ValueError):
-        raise h.RuleViolation(f"{what}: expected ValueError, got {got!r}", {"R-ERR-11"})
+        raise RuleViolation(f"{what}: expected ValueError, got {got!r}", {"R-ERR-11"})
     fields = ("plan", "seqlens", "seqlens_padded", "cu_seqlens_padded", "total", "local_rows",
               "num_seqs")
-    if not any(h._names(n, str(got)) for n in fields):
-        raise h.RuleViolation(f"{what}: the message {str(got)!r} names no plan field",
-                              {"R-ERR-11"})
+    if not any(names_field(n, str(got)) for n in fields):
+        raise RuleViolation(f"{what}: the message {str(got)!r} names no plan field",
+                            {"R-ERR-11"})

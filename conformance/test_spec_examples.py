@@ -13,8 +13,9 @@ import pytest
 
 from reference import segments_from_position_ids
 
-from . import harness as h
 from .rules import spec_examples
+from .running import call_target, readable_output, valid_input_rules
+from .under_test import RuleViolation, require, require_config, target
 
 EXAMPLES = spec_examples()
 ERRORS: dict[str, type[Exception]] = {"TypeError": TypeError, "ValueError": ValueError,
@@ -52,9 +53,9 @@ def _params() -> list[Any]:
 def test_spec_example(example: dict[str, Any]) -> None:
     """One worked example: plan fields, rows and position ids per rank, or the error class."""
     if "engine" in example:
-        h.require("engine")
+        require("engine")
         with pytest.raises(ERRORS[example["error"]]):
-            h.target().resolve_engine_config(**example["engine"])
+            target().resolve_engine_config(**example["engine"])
         return
     config = _without_defaults(example.get("config", {}))
     pad_value = example.get("pad_value", 0)
@@ -62,31 +63,31 @@ def test_spec_example(example: dict[str, Any]) -> None:
     # tail, seq_align, fp8 recipes, static metadata, ...) must be declared; a target with a fixed
     # convention declines the examples of another, and one that lacks a 1.1.0 field entirely
     # declines its rejections (it cannot be asked to reject what it does not know).
-    h.require_config(config, lengths=example["seqlens"],
-                     need_roll=bool(example.get("need_roll")), pad_value=pad_value)
+    require_config(config, lengths=example["seqlens"],
+                   need_roll=bool(example.get("need_roll")), pad_value=pad_value)
     if "error" in example and set(example["rules"]) & CONFIG_CHECK_RULES:
-        h.require("config_checks")  # a PackConfig field's rejection, not a plan's
+        require("config_checks")  # a PackConfig field's rejection, not a plan's
     seqs = _canonical(example["seqlens"])
     cp = int(config.get("cp_size", 1)) if isinstance(config.get("cp_size", 1), int) else 1
     if "error" in example:
         with pytest.raises(ERRORS[example["error"]]):
-            h.target().pack(seqs, dict(config), 0, pad_value=pad_value)
+            target().pack(seqs, dict(config), 0, pad_value=pad_value)
         return
     ids = []
     for rank in range(cp):
         what = f"{example['name']}: pack(rank {rank})"
-        rows, pos, meta = h.readable_output(h.call_target(
-            what, h.target().pack, seqs, dict(config), rank,
+        rows, pos, meta = readable_output(call_target(
+            what, target().pack, seqs, dict(config), rank,
             need_roll=example.get("need_roll", False), pad_value=pad_value,
-            rules=set(example["rules"]) | h.valid_input_rules()), what)
+            rules=set(example["rules"]) | valid_input_rules()), what)
         for key, value in example.get("plan", {}).items():
             got = meta.get(key)
             if got is None:
                 continue  # a target that does not report the field (verl: cu_seqlens)
             got_list = np.asarray(got).tolist()
             if got_list != value:
-                raise h.RuleViolation(f"{example['name']}: rank {rank} {key} = {got_list}, spec "
-                                      f"{value}", field_rules(key, example["rules"]))
+                raise RuleViolation(f"{example['name']}: rank {rank} {key} = {got_list}, spec "
+                                    f"{value}", field_rules(key, example["rules"]))
         for field, got_arr in (("rows", rows), ("position_ids", pos)):
             expected = example.get(field, {}).get(str(rank))
             if expected is None:
@@ -97,16 +98,16 @@ def test_spec_example(example: dict[str, Any]) -> None:
             if len(got_l) != len(expected) or bad:
                 at = f"[{bad[0]}] = {got_l[bad[0]]}, spec {expected[bad[0]]}" if bad else \
                     f" has {len(got_l)} rows, spec {len(expected)}"
-                raise h.RuleViolation(f"{example['name']} rank {rank} {field}{at} (all: "
-                                      f"{got_l}, spec {expected})",
-                                      field_rules(field, example["rules"]))
+                raise RuleViolation(f"{example['name']} rank {rank} {field}{at} (all: "
+                                    f"{got_l}, spec {expected})",
+                                    field_rules(field, example["rules"]))
         if pos is not None:  # a packer without position ids derives no segments from them
             ids.append(np.asarray(pos))
     if "derived_cu_seqlens" in example and len(ids) == cp:  # R-PID-1, ranks in buffer order
         derived = segments_from_position_ids(np.concatenate(ids)).tolist()
         if derived != example["derived_cu_seqlens"]:
-            raise h.RuleViolation(f"{example['name']}: position ids derive {derived}, spec "
-                                  f"{example['derived_cu_seqlens']}", {"R-PID-1"})
+            raise RuleViolation(f"{example['name']}: position ids derive {derived}, spec "
+                                f"{example['derived_cu_seqlens']}", {"R-PID-1"})
 
 
 # The rules each compared field belongs to (a prefix names a family): a mismatch is charged to

@@ -15,11 +15,13 @@ import pytest
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
-from . import harness as h
 from . import requirements as req
+from .compare import check_unpack_returns_batch
+from .running import META_ARRAYS, run_target
 from .strategies import Batch, PackCase, batches, configs, pack_cases
+from .under_test import RuleViolation, assume_declared, caps, needs, prop_settings
 
-CAPS = h.caps()
+CAPS = caps()
 _STATIC = configs(caps=CAPS, static=True)
 
 
@@ -27,9 +29,9 @@ def _entries(meta: dict[str, Any], key: str) -> np.ndarray:
     return np.asarray(meta[key], dtype=np.int64)
 
 
-@h.needs("static_metadata")
+@needs("static_metadata")
 @pytest.mark.rules("R-STATIC-1", "R-STATIC-2", "R-META-7", "R-UNPACK-1")
-@h.prop_settings()
+@prop_settings()
 @example(PackCase(config={"cp_size": 2, "max_num_seqs": 5, "max_seqlen": "total"},
                   batch=Batch((3, 0, 5))))
 @example(PackCase(config={"max_num_seqs": 3, "tail": "segment"}, batch=Batch((4, 4))))
@@ -40,9 +42,9 @@ def test_static_entries(case: PackCase) -> None:
     """N entries whatever B; entries past the B sequences zero-length (under 'segment' entry B
     is the padding segment, P = T - S, possibly 0); num_seqs = B; max_seqlen = T under 'total';
     the target's unpack with its own metadata returns the B sequences."""
-    h.assume_declared(case)
+    assume_declared(case)
     seqs = case.batch.arrays()
-    got = h.run_target(case, seqs)
+    got = run_target(case, seqs)
     config, b = case.config, len(seqs)
     n = int(config["max_num_seqs"])
     segment = config.get("tail", "last") == "segment"
@@ -52,9 +54,9 @@ def test_static_entries(case: PackCase) -> None:
         for key, want in (("seqlens", n), ("seqlens_padded", n), ("cu_seqlens", n + 1),
                           ("cu_seqlens_padded", n + 1)):
             if key in meta and _entries(meta, key).shape != (want,):
-                raise h.RuleViolation(f"{where}: {key} has {_entries(meta, key).size} entries, "
-                                      f"spec {want}: {_entries(meta, key).tolist()}",
-                                      {"R-STATIC-1"})
+                raise RuleViolation(f"{where}: {key} has {_entries(meta, key).size} entries, "
+                                    f"spec {want}: {_entries(meta, key).tolist()}",
+                                    {"R-STATIC-1"})
         cu = _entries(meta, "cu_seqlens_padded")
         padded = np.diff(cu)
         total = int(cu[-1])
@@ -64,22 +66,22 @@ def test_static_entries(case: PackCase) -> None:
         if segment:
             want_tail[0] = surplus
         if not np.array_equal(tail, want_tail):
-            raise h.RuleViolation(f"{where}: padded entries past the real content "
-                                  f"{tail.tolist()}, spec {want_tail.tolist()} (tail="
-                                  f"{config.get('tail', 'last')!r})",
-                                  {"R-STATIC-1", "R-TAIL-1"} if segment else {"R-STATIC-1"})
+            raise RuleViolation(f"{where}: padded entries past the real content "
+                                f"{tail.tolist()}, spec {want_tail.tolist()} (tail="
+                                f"{config.get('tail', 'last')!r})",
+                                {"R-STATIC-1", "R-TAIL-1"} if segment else {"R-STATIC-1"})
         if "seqlens" in meta and _entries(meta, "seqlens")[b:].any():
-            raise h.RuleViolation(f"{where}: real lengths past the B sequences "
-                                  f"{_entries(meta, 'seqlens').tolist()}", {"R-STATIC-1"})
+            raise RuleViolation(f"{where}: real lengths past the B sequences "
+                                f"{_entries(meta, 'seqlens').tolist()}", {"R-STATIC-1"})
         if "num_seqs" in meta and meta["num_seqs"] != b:
-            raise h.RuleViolation(f"{where}: num_seqs {meta['num_seqs']!r}", {"R-META-7"})
+            raise RuleViolation(f"{where}: num_seqs {meta['num_seqs']!r}", {"R-META-7"})
         if config.get("max_seqlen") == "total" and "max_seqlen" in meta \
                 and meta["max_seqlen"] != total:
-            raise h.RuleViolation(f"{where}: max_seqlen {meta['max_seqlen']!r}, spec the "
-                                  f"total {total} (max_seqlen='total')", {"R-STATIC-2"})
+            raise RuleViolation(f"{where}: max_seqlen {meta['max_seqlen']!r}, spec the "
+                                f"total {total} (max_seqlen='total')", {"R-STATIC-2"})
     if "unpack" in CAPS:
-        h.check_unpack_returns_batch("unpack", [g.rows for g in got], got[0].meta, config, seqs,
-                                     rules={"R-UNPACK-1"}, count_rules={"R-STATIC-1", "R-UNPACK-1"})
+        check_unpack_returns_batch("unpack", [g.rows for g in got], got[0].meta, config, seqs,
+                                   rules={"R-UNPACK-1"}, count_rules={"R-STATIC-1", "R-UNPACK-1"})
 
 
 @st.composite
@@ -109,9 +111,9 @@ def _bucket_runs(draw: st.DrawFn) -> tuple[dict[str, Any], list[tuple[int, ...]]
     return config, runs
 
 
-@h.needs("static_metadata", "bucket")
+@needs("static_metadata", "bucket")
 @pytest.mark.rules("R-STATIC-3", "R-STATIC-1", "R-STATIC-2")
-@h.prop_settings(0.5)
+@prop_settings(0.5)
 @example(({"tp_size": 1, "cp_size": 2, "cp_layout": "zigzag", "fp8": False, "bucket": 64,
            "min_local_rows": None, "max_num_seqs": 8, "max_seqlen": "total"},
           [(3,), (5, 7, 1), (2, 2, 2, 2, 2, 2, 2, 2)]))
@@ -121,27 +123,27 @@ def test_one_graph_key_per_bucket(run: tuple[dict[str, Any], list[tuple[int, ...
     sees take one value over micro-batches of different B in one bucket; the total is M, the
     bucket's first multiple (num_seqs, which only says how many are real, is not compared)."""
     config, runs = run
-    h.assume_declared(config=config, lengths=[n for lens in runs for n in lens])
+    assume_declared(config=config, lengths=[n for lens in runs for n in lens])
     keys: dict[tuple[Any, ...], list[int]] = {}
     totals: set[int] = set()
     for lens in runs:
         case = PackCase(config=config, batch=Batch(lens))
-        got = h.run_target(case, case.batch.arrays())
+        got = run_target(case, case.batch.arrays())
         for rank, result in enumerate(got):
             meta = result.meta
             key = (rank, result.rows.shape, str(result.rows.dtype), result.pos.shape,
                    *((k, np.asarray(meta[k]).shape, str(np.asarray(meta[k]).dtype))
-                     for k in h.META_ARRAYS if k in meta),
+                     for k in META_ARRAYS if k in meta),
                    *((k, meta[k]) for k in ("total", "local_rows", "max_seqlen") if k in meta))
             keys.setdefault(key, []).append(len(lens))
             totals.add(int(np.asarray(meta["cu_seqlens_padded"])[-1]))
     per_rank = {key[0] for key in keys}
     if len(keys) != len(per_rank):
         shown = "; ".join(f"B in {bs}: {key[1:]}" for key, bs in list(keys.items())[:3])
-        raise h.RuleViolation(f"{config}: {len(keys)} distinct shape/int keys over "
-                              f"{len(per_rank)} ranks for batches of B = "
-                              f"{[len(r) for r in runs]}: {shown}", {"R-STATIC-3"})
+        raise RuleViolation(f"{config}: {len(keys)} distinct shape/int keys over "
+                            f"{len(per_rank)} ranks for batches of B = "
+                            f"{[len(r) for r in runs]}: {shown}", {"R-STATIC-3"})
     m = req.total_modulus(config)
     if totals != {m}:
-        raise h.RuleViolation(f"{config}: totals {sorted(totals)}, spec M = {m} (0 < S <= M)",
-                              {"R-STATIC-3"})
+        raise RuleViolation(f"{config}: totals {sorted(totals)}, spec M = {m} (0 < S <= M)",
+                            {"R-STATIC-3"})

@@ -1,9 +1,6 @@
-"""The target under test, the one piece of mutable state of the suite (set once by conftest.py),
-and the suite's view of it: the capabilities derived from its `declared` and its methods
-(protocol.capabilities), `max_rows`, its fixed convention, its example budget. Every other
-harness module reads the target through `target()`, never a copy, so the selection reaches them
-all. `target()` is the adapter seen through `Subject`, whose pack-like methods return the tuple
-(rows, position_ids, meta) the checks read.
+"""The target under test and what it declares: its capabilities, how a test declines what it
+does not support, and how a check ends (RuleViolation, TargetError). The target is the suite's
+one piece of mutable state, set once by conftest.py and read through `target()`.
 """
 
 from __future__ import annotations
@@ -24,7 +21,21 @@ from .protocol import (
     fixed_bucket,
 )
 from .strategies import PackCase, declined, unknown_fields
-from .verdicts import TargetError
+
+
+class RuleViolation(AssertionError):
+    """A failed check that knows which rules it disproves: the report charges the failure to
+    these rules, not to every rule the test cites (a wrong total is not a wrong row)."""
+
+    def __init__(self, message: str, rules: set[str]) -> None:
+        super().__init__(f"{message} [{', '.join(sorted(rules))}]")
+        self.rules = frozenset(rules)
+
+
+class TargetError(Exception):
+    """The target crashed outside its own validation, or returned what the protocol does not
+    allow: no rule is decided, the report lists it apart with its traceback."""
+
 
 _STATE: dict[str, Any] = {"target": None, "spec": None}
 
@@ -38,6 +49,10 @@ def target() -> Any:
     if _STATE["target"] is None:
         raise RuntimeError("no target loaded: run the suite through pytest (conformance/)")
     return _STATE["target"]
+
+
+def target_spec() -> str:
+    return str(_STATE["spec"])
 
 
 def as_tuple(result: Any, what: str = "pack()") -> tuple[Any, Any, Any]:
@@ -67,10 +82,6 @@ class Subject:
         return packing
 
 
-def target_spec() -> str:
-    return str(_STATE["spec"])
-
-
 def caps() -> frozenset[str]:
     """The suite's view of the target (protocol.capabilities)."""
     return capabilities(target().adapter)
@@ -81,8 +92,9 @@ def caps() -> frozenset[str]:
 DECLINED = "declined capability"
 
 
-def skip_reason(cap: str) -> str:
-    return f"{DECLINED} {cap!r}: target {target().name!r}: {describe(cap)}"
+def decline(cap: str, why: str) -> None:
+    """Skip the calling test as declined for `cap`, with the reason the report shows."""
+    pytest.skip(f"{DECLINED} {cap!r}: target {target().name!r}: {why}")
 
 
 def require(*needed: str) -> None:
@@ -91,7 +103,7 @@ def require(*needed: str) -> None:
     explicit example makes hypothesis print "Failing explicit example" lines."""
     for cap in needed:
         if cap not in caps():
-            pytest.skip(skip_reason(cap))
+            decline(cap, describe(cap))
 
 
 def needs(*needed: str) -> pytest.MarkDecorator:
@@ -117,8 +129,7 @@ def within_rows(rows: int) -> bool:
 def require_rows(rows: int, what: str) -> None:
     """Skip as declined when a test would make the target build more rows than `max_rows`."""
     if not within_rows(rows):
-        pytest.skip(f"{DECLINED} 'max_rows': {what} needs up to {rows} rows, target "
-                    f"{target().name!r} declares max_rows={max_rows()}")
+        decline("max_rows", f"{what} needs up to {rows} rows, declares max_rows={max_rows()}")
 
 
 def declined_by(config: dict[str, Any] | None = None, lengths: Any = None,
@@ -152,12 +163,9 @@ def with_convention(config: dict[str, Any]) -> dict[str, Any]:
 
 def require_config(config: dict[str, Any], *, lengths: Any = None, trail: tuple[int, ...] = (),
                    need_roll: bool = False, pad_value: Any = 0) -> None:
-    """Skip the calling test as declined where the target does not support a config written
-    once for every target, whose absent fields are the spec's defaults (a worked example, a
-    golden vector): a feature or convention value it does not declare (a target with a fixed
-    convention declines the default it does not pack with), or an invalid value of a convention
-    field it does not implement at all (it cannot be asked to reject what it does not know).
-    Outside hypothesis; inside a @given test with @example use `assume_declared`."""
+    """Skip as declined a config written once for every target (a worked example, a golden
+    vector) that uses a feature or convention value the target does not declare, or a
+    convention field it does not implement at all. Inside a @given test use `assume_declared`."""
     require(*declined_by(config=config, lengths=lengths, trail=trail, need_roll=need_roll,
                          pad_value=pad_value), *unknown_fields(caps(), config))
 

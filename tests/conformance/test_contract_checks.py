@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from conformance import contract as c
-from conformance.verdicts import RuleViolation, TargetError
+from conformance.under_test import RuleViolation, TargetError
 
 
 def canonical(lengths: list[int]) -> list[np.ndarray]:
@@ -167,7 +167,7 @@ def test_unequal_rank_row_counts() -> None:
     "fault", ["no-key", "meta-list", "rows-list", "rows-0d", "cu-2d", "rank-count", "pos-list"],
 )
 def test_malformed_output_is_a_target_error(fault: str) -> None:
-    """A check that cannot read the output decides no rule (verdicts.TargetError)."""
+    """A check that cannot read the output decides no rule (under_test.TargetError)."""
     seqs = canonical([3, 5])
     outputs = build(seqs, [4, 8], 2)
     o0 = outputs[0]

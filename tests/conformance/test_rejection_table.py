@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from conformance.errors import _names, names_number, names_object, outcome
+from conformance.compare import names_field, names_number, names_object, outcome
 from conformance.rejections import IfCap, Named, Row, base_config, rows
 from conformance.targets.reference import ReferenceTarget
 from conformance.test_rejections import call
@@ -23,7 +23,7 @@ def _named(item: Any, message: str) -> bool:
         return names_object(item.obj, message)
     if isinstance(item, int):
         return names_number(item, message)
-    return any(_names(word, message) for word in item.split("|"))
+    return any(names_field(word, message) for word in item.split("|"))
 
 
 ORACLE = [pytest.param(row, id=f"{rule}-{row.name}") for rule, row in rows()

@@ -173,7 +173,7 @@ def test_fixed_bucket_loads_and_is_the_only_bucket(monkeypatch: pytest.MonkeyPat
     assert s.declined(PAGE, {"bucket": 512, "tail": "segment"}) == ["bucket=256"]
     assert s.declined(PAGE, {"tail": "segment"}) == ["bucket=256"]
     assert s.declined(PAGE, {"bucket": 256, "tail": "segment"}) == []
-    # the declined name is no capability of the target, so h.require skips the case
+    # the declined name is no capability of the target, so require skips the case
     assert not set(s.declined(PAGE, {"tail": "segment"})) & PAGE
 
 
