@@ -83,7 +83,7 @@ def check_positions(case: PackCase, got: list[RankResult], want: list[RankResult
     """R-POS-*, R-ROLL-1: specified position ids equal the reference."""
     cfg = ref_config(case.config)
     for rank, (g, w) in enumerate(zip(got, want, strict=True)):
-        if g.pos is None:  # the packer gives no position ids (Packed.position_ids None)
+        if g.pos is None:  # no position ids: declined (running.readable_output)
             continue
         if g.pos.dtype != np.int64 or g.pos.shape != w.pos.shape:
             raise RuleViolation(f"rank {rank}: position_ids {g.pos.dtype}{list(g.pos.shape)}, "

@@ -22,8 +22,11 @@ from conformance import plugin, report
 from conformance.rules import spec_rules, spec_version
 from conformance.targets import TargetLoadError, load_target
 from conformance.under_test import (
+    POSITION_RULES,
+    POSITIONS,
     caps,
     max_rows,
+    positions_declined,
     require,
     set_target,
     target,
@@ -122,11 +125,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     rep = yield
     report.clean_skip(rep)
     rules = _item_rules(item)
+    no_positions = positions_declined() if rep.when == "call" else None
     if item.get_closest_marker("meta") is not None and not rules:
         return rep
     if rep.when == "call" or (rep.when == "setup" and not rep.passed):
-        rep.user_properties.append(
-            report.to_property(report.entry(item.nodeid, rules, rep, call, _target_files())))
+        entry = report.entry(item.nodeid, rules, rep, call, _target_files())
+        if no_positions:  # a rank gave no position ids: their rules are declined, not passed
+            report.decline(entry, POSITION_RULES, POSITIONS, no_positions)
+        rep.user_properties.append(report.to_property(entry))
     return rep
 
 

@@ -88,6 +88,20 @@ def entry(nodeid: str, cited: list[str], report: Any, call: Any,
     return out
 
 
+def decline(out: dict[str, Any], rules: frozenset[str], cap: str, reason: str) -> None:
+    """The test's cited `rules` reported as declined for `cap`, a feature found missing while it
+    ran (a rank without position ids): neither passed nor blocked by it. A rule its failure
+    disproves (on another input) stays failed."""
+    if out["status"] in ("skip", "declined"):
+        return
+    failed = set(out["rules"]) if out["status"] == "fail" else set()
+    moved = sorted(rules & {*out["rules"], *out.get("blocked_rules", [])} - failed)
+    if moved:
+        out["rules"] = [r for r in out["rules"] if r not in moved]
+        out["blocked_rules"] = [r for r in out.get("blocked_rules", []) if r not in moved]
+        out.update(declined_rules=moved, declined=[cap], reason=reason)
+
+
 def clean_skip(rep: Any) -> None:
     """A skip raised inside a hypothesis explicit example carries hypothesis' "Failing explicit
     example: ..." note in its reason; the example is not a failure, so the note is dropped from
@@ -204,6 +218,10 @@ def fold(entries: list[dict[str, Any]], spec_rules: dict[str, str]) -> dict[str,
                 row["skips"].append({"test": e["test"], "reason": e.get("reason", "")})
             elif e["status"] == "declined":
                 row["declined"] = sorted(set(row["declined"]) | set(e["declined"]))
+        for rule in e.get("declined_rules", []):
+            row = matrix.setdefault(rule, _row("(not in spec)"))
+            row["tests"][e["test"]] = "declined"
+            row["declined"] = sorted(set(row["declined"]) | set(e["declined"]))
     for row in matrix.values():
         statuses = set(row["tests"].values())
         row["status"] = ("fail" if "fail" in statuses else "pass" if "pass" in statuses
@@ -270,7 +288,7 @@ def declined_reasons(entries: list[dict[str, Any]]) -> dict[str, str]:
     out: dict[str, str] = {}
     for e in entries:
         reason = e.get("reason", "")
-        for cap in e.get("declined", []) if e["status"] == "declined" else []:
+        for cap in e.get("declined", []):
             out.setdefault(cap, reason.split(": ", 2)[-1] if reason else "")
     return dict(sorted(out.items()))
 

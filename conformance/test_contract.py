@@ -31,9 +31,12 @@ from .protocol import zero_length_of
 from .running import RankResult, run_target
 from .strategies import Batch, PackCase, batches, configs, fit_static, fp8_strategy, pack_cases
 from .under_test import (
+    NO_POSITIONS,
+    POSITIONS,
     RuleViolation,
     assume_declared,
     caps,
+    decline,
     needs,
     prop_settings,
     target,
@@ -123,9 +126,9 @@ def _given(got: list[RankResult], key: str) -> None:
 
 
 def _given_positions(got: list[RankResult]) -> None:
-    """Skip a position-id rule where a rank gives none (`Packed(position_ids=None)`)."""
+    """Decline a position-id rule where a rank gives none (`Packed(position_ids=None)`)."""
     if any(r.pos is None for r in got):
-        pytest.skip(f"target {target().name!r} gives no position ids (the rule needs them)")
+        decline(POSITIONS, NO_POSITIONS)
 
 
 # The errata's and the issue's smallest cases, as explicit examples.

@@ -27,14 +27,16 @@ from .model_checks import check_runs
 from .running import run_target_packed
 from .strategies import Batch, PackCase, configs, pack_cases
 from .under_test import (
+    NO_POSITIONS,
+    POSITIONS,
     RuleViolation,
     TargetError,
     assume_declared,
     caps,
+    decline,
     declined_by,
     prop_settings,
     require,
-    target,
     with_convention,
     within_rows,
 )
@@ -97,7 +99,7 @@ def _cp1(case: PackCase, consumer: str) -> None:
     seqs = model.token_batch(case.batch.lengths, case.batch.seed)
     shards = _shards(case, seqs)
     if consumer == "position_ids" and shards[0].pos is None:
-        pytest.skip(f"target {target().name!r} gives no position ids (R-MODEL-1 needs them)")
+        decline(POSITIONS, NO_POSITIONS)  # R-MODEL-1 through position ids needs them
     layout = str(case.config.get("cp_layout", "zigzag"))
     run = model.run_rank(model.build_model(SEED), shards, seqs, 1, layout, 0, consumer)
     check_runs(_baseline(case.batch.lengths, case.batch.seed), [run], shards, seqs, 1, layout,

@@ -37,7 +37,7 @@ class TargetError(Exception):
     allow: no rule is decided, the report lists it apart with its traceback."""
 
 
-_STATE: dict[str, Any] = {"target": None, "spec": None}
+_STATE: dict[str, Any] = {"target": None, "spec": None, "no_positions": False}
 
 
 def set_target(obj: Any, spec: str) -> None:
@@ -92,9 +92,13 @@ def caps() -> frozenset[str]:
 DECLINED = "declined capability"
 
 
+def _declined(cap: str, why: str) -> str:
+    return f"{DECLINED} {cap!r}: target {target().name!r}: {why}"
+
+
 def decline(cap: str, why: str) -> None:
     """Skip the calling test as declined for `cap`, with the reason the report shows."""
-    pytest.skip(f"{DECLINED} {cap!r}: target {target().name!r}: {why}")
+    pytest.skip(_declined(cap, why))
 
 
 def require(*needed: str) -> None:
@@ -113,6 +117,25 @@ def needs(*needed: str) -> pytest.MarkDecorator:
     if unknown:
         raise ValueError(f"needs(): unknown capabilities {sorted(unknown)}")
     return pytest.mark.needs(*needed)
+
+
+# Position ids are optional output (Packed.position_ids None): a test that met a rank without
+# them reports these rules, which only position ids decide, as declined (conftest.py).
+POSITIONS = "position_ids"
+NO_POSITIONS = "returns no position ids"
+POSITION_RULES = frozenset({"R-POS-1", "R-POS-2", "R-POS-3", "R-POS-4", "R-TAIL-2", "R-PID-1",
+                            "R-PID-2", "R-PID-3", "R-CONSUMER-10"})
+
+
+def note_no_positions() -> None:
+    _STATE["no_positions"] = True
+
+
+def positions_declined() -> str | None:
+    """Where a rank gave no position ids since the last call (one test's run), the reason its
+    position-id rules are declined, worded as a declined skip's; else None."""
+    seen, _STATE["no_positions"] = _STATE["no_positions"], False
+    return f"Skipped: {_declined(POSITIONS, NO_POSITIONS)}" if seen else None
 
 
 def max_rows() -> int | None:

@@ -244,3 +244,15 @@ class NoPositionsTarget(ReferenceTarget):
         if int(config.get("cp_size", 1)) == 1:
             return packed
         return Packed(packed.rows, None, packed.meta, packed.labels, packed.loss_mask)
+
+
+class NoPositionIdsTarget(ReferenceTarget):
+    """The reference giving no position ids on any rank (`Packed(position_ids=None)`)."""
+
+    name = "no-position-ids"
+    description = "tests/suite: the reference, never any position ids"
+
+    def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,
+             pad_value: Any = 0) -> Packed:
+        packed = super().pack(seqs, config, cp_rank, need_roll=need_roll, pad_value=pad_value)
+        return Packed(packed.rows, None, packed.meta, packed.labels, packed.loss_mask)

@@ -74,3 +74,23 @@ def test_no_position_ids_is_no_crash(tmp_path: Path) -> None:
                        "conformance/test_invariants.py::test_every_token_exactly_once")
     bad = [t for t in report["tests"] if t["status"] not in ("pass", "skip", "declined")]
     assert not bad, bad
+
+
+def test_no_position_ids_are_declined(tmp_path: Path) -> None:
+    """A target that never gives position ids: the rules only position ids decide are reported
+    declined ("returns no position ids"), never passed; its rows are still judged."""
+    report = run_suite("fake_targets:NoPositionIdsTarget", tmp_path,
+                       "conformance/test_differential.py::test_pack_matches_reference",
+                       "conformance/test_contract.py::test_contract_positions",
+                       "conformance/test_invariants.py::test_every_token_exactly_once")
+    rules = report["rules"]
+    for rule in ("R-POS-1", "R-POS-2", "R-POS-3", "R-CONSUMER-10"):
+        assert rules[rule]["status"] == "declined", (rule, rules[rule])
+        assert rules[rule]["declined"] == ["position_ids"], (rule, rules[rule])
+    assert report["declined"] == {"position_ids": "target 'no-position-ids': returns no position "
+                                  "ids"}, report["declined"]
+    assert rules["R-ROW-1"]["status"] == "pass", rules["R-ROW-1"]
+    statuses = {t["test"].split("::")[-1]: t["status"] for t in report["tests"]}
+    assert statuses == {"test_pack_matches_reference": "pass",
+                        "test_contract_positions": "declined",
+                        "test_every_token_exactly_once": "pass"}, statuses

@@ -51,3 +51,21 @@ def test_markdown_opens_with_the_findings() -> None:
     order = [text.index(h) for h in ("## Findings (3)", "## Target errors (1)",
                                       "**Declined**", "## Rule matrix")]
     assert order == sorted(order), text
+
+
+def test_declined_rules_of_a_test_never_hide_its_failure() -> None:
+    """A test that met a rank without position ids reports its position-id rules declined, but
+    one its failure disproved (on another input) stays failed, and none is passed or blocked."""
+    rules = frozenset({"R-POS-1", "R-POS-2"})
+    why = "Skipped: declined capability 'position_ids': target 'x': returns no position ids"
+    failed = entry("test_f", "fail", ["R-POS-2"], CASE.format("test_f"),
+                   blocked_rules=["R-POS-1", "R-ROW-1"], blocked_by=["R-POS-2"])
+    passed = entry("test_p", "pass", ["R-POS-1", "R-ROW-1"], None)
+    for e in (failed, passed):
+        report.decline(e, rules, "position_ids", why)
+    matrix = report.fold([failed, passed], {"R-POS-1": "", "R-POS-2": "", "R-ROW-1": ""})
+    assert {r: row["status"] for r, row in matrix.items()} == \
+        {"R-POS-1": "declined", "R-POS-2": "fail", "R-ROW-1": "pass"}, matrix
+    assert matrix["R-POS-1"]["declined"] == ["position_ids"]
+    assert report.declined_reasons([failed, passed]) == \
+        {"position_ids": "target 'x': returns no position ids"}
