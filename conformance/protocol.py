@@ -102,7 +102,8 @@ VALIDATION: dict[str, str] = {
 # becomes your array type, any other object is handed to your packer as it is):
 #   plan(seqlens, config) -> Meta;  unpack(shards: S, meta, config) -> S  (R-UNPACK-1)
 #   resolve_engine_config(**flags) -> config;  row_map(meta, config, cp_rank) -> (seq, offset,
-#       real), `local_rows` entries each, as reference.RowSource
+#       real), `local_rows` entries each, as reference.RowSource;  loss_mask(meta, config,
+#       cp_rank) -> bool [local_rows]  (R-LABEL-3)
 #   pack_as(form, seqs, config, cp_rank, ...) -> P, with attributes batch_forms (containers
 #       packed as the list is) and rejected_forms {form: (rule, word the error names)}
 #   pack_masked(values [B, S, *trail], mask [B, S], config, cp_rank, ...) -> P  (R-IN-7)
@@ -130,7 +131,8 @@ VALIDATION: dict[str, str] = {
 #       -> [B, S, *trail]  (R-MEG-8, R-MEG-9)
 METHODS: dict[str, str] = {
     "plan": "plan", "unpack": "unpack", "engine": "resolve_engine_config",
-    "row_map": "row_map", "batch_forms": "pack_as", "rejected_forms": "rejected_forms",
+    "row_map": "row_map", "loss_mask": "loss_mask", "batch_forms": "pack_as",
+    "rejected_forms": "rejected_forms",
     "mask_form": "pack_masked", "flat_batch_checks": "pack_flat", "float8": "pack_float8",
     "api_type_checks": "pack_as_is", "native_scalars": "native_scalar",
     "native_dtypes": "pack_viewed", "valueless_device": "pack_valueless",

@@ -312,6 +312,34 @@ def test_row_map_matches_reference(seqlens: list[int], config: dict[str, Any]) -
                     f"real={bool(real[k])}, the spec says {src.real}", {"R-ALIGN-4"})
 
 
+@needs("loss_mask")
+@pytest.mark.rules("R-LABEL-3")
+@prop_settings(0.5)
+@example([3, 1, 0, 5], {"cp_size": 2})
+@example([4, 2], {"cp_size": 2, "cp_layout": "contiguous", "bucket": 16})
+@given(st.lists(st.integers(0 if "zero_length" in CAPS else 1, 200), min_size=1, max_size=12),
+       configs(caps=CAPS))
+def test_loss_mask_matches_reference(seqlens: list[int], config: dict[str, Any]) -> None:
+    """The target's loss mask (capability `loss_mask`) equals the reference's on the
+    reference's plan: a bool per local row, True exactly where the row's label is the next
+    token of its own sequence."""
+    assume_declared(config=config, lengths=seqlens)
+    cfg = ref_config(config)
+    plan = reference.plan_thd(seqlens, cfg)
+    for rank in range(cfg.cp_size):
+        got = np.asarray(target().loss_mask(plain_meta(plan), dict(config), rank))
+        want = reference.loss_mask(plan, cfg, rank)
+        where = f"seqlens={seqlens}, config={config}, rank {rank}"
+        if got.dtype != np.bool_ or got.shape != want.shape:
+            raise RuleViolation(f"{where}: loss mask is {got.dtype}{list(got.shape)}, the spec "
+                                f"bool{list(want.shape)}", {"R-LABEL-3"})
+        wrong = np.flatnonzero(got != want)
+        if wrong.size:
+            k = int(wrong[0])
+            raise RuleViolation(f"{where}: local row {k} has loss mask {bool(got[k])}, the "
+                                f"spec {bool(want[k])}", {"R-LABEL-3"})
+
+
 # ----------------------------------------------------------------------------------------------
 # Spec 1.1 conventions, each behind its capability: the target against the reference under the
 # same convention (a target with a fixed one, such as verl's FSDP path with tail='segment', is

@@ -241,6 +241,10 @@ class ImplTarget:
         seq, offset, real = row_sources(plan_from_meta(meta), impl.PackConfig(**config), cp_rank)
         return seq.numpy(), offset.numpy(), real.numpy()
 
+    def loss_mask(self, meta: Meta, config: Config, cp_rank: int) -> np.ndarray:
+        """Capability `loss_mask`: impl.loss_mask on the plan (R-LABEL-3)."""
+        return impl.loss_mask(plan_from_meta(meta), impl.PackConfig(**config), cp_rank).numpy()
+
     def plan(self, seqlens: Any, config: Config) -> Meta:
         return plain_meta(impl.plan_thd(seqlens, impl.PackConfig(**config)))
 

@@ -80,6 +80,9 @@ class ReferenceTarget:
     def plan(self, seqlens: Any, config: Config) -> Meta:
         return plain_meta(reference.plan_thd(seqlens, reference.PackConfig(**config)))
 
+    def loss_mask(self, meta: Meta, config: Config, cp_rank: int) -> np.ndarray:
+        return reference.loss_mask(_plan_from_meta(meta), reference.PackConfig(**config), cp_rank)
+
     def unpack(self, shards: list[np.ndarray], meta: Meta, config: Config) -> list[np.ndarray]:
         return list(
             reference.unpack_thd(shards, _plan_from_meta(meta), reference.PackConfig(**config))

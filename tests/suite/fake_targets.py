@@ -256,3 +256,17 @@ class NoPositionIdsTarget(ReferenceTarget):
              pad_value: Any = 0) -> Packed:
         packed = super().pack(seqs, config, cp_rank, need_roll=need_roll, pad_value=pad_value)
         return Packed(packed.rows, None, packed.meta, packed.labels, packed.loss_mask)
+
+
+class LastTokenLossMaskTarget(ReferenceTarget):
+    """The reference with a loss mask that also reads each sequence's last real token, whose
+    label a flat roll takes from the next sequence."""
+
+    name = "last-token-loss-mask"
+    description = "tests/suite: the reference, loss mask True at every real row"
+
+    def loss_mask(self, meta: dict[str, Any], config: dict[str, Any], cp_rank: int
+                  ) -> np.ndarray:
+        plan = reference.plan_thd(list(meta["seqlens"]), reference.PackConfig(**config))
+        cfg = reference.PackConfig(**config)
+        return np.array([s.real for s in reference.row_map(plan, cfg, cp_rank)], dtype=bool)

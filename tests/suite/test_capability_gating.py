@@ -94,3 +94,13 @@ def test_no_position_ids_are_declined(tmp_path: Path) -> None:
     assert statuses == {"test_pack_matches_reference": "pass",
                         "test_contract_positions": "declined",
                         "test_every_token_exactly_once": "pass"}, statuses
+
+
+def test_loss_mask_reading_the_last_token_fails(tmp_path: Path) -> None:
+    """A loss mask that reads each sequence's last real token (a label from the next
+    sequence) fails R-LABEL-3; the reference's own mask passes it."""
+    args = ("conformance/test_differential.py", "-k", "loss_mask")
+    bad = run_suite("fake_targets:LastTokenLossMaskTarget", tmp_path / "bad", *args)
+    assert bad["rules"]["R-LABEL-3"]["status"] == "fail", bad["rules"]["R-LABEL-3"]
+    good = run_suite("reference", tmp_path / "good", *args)
+    assert good["rules"]["R-LABEL-3"]["status"] == "pass", good["rules"]["R-LABEL-3"]
