@@ -163,8 +163,7 @@ def gpu(session: nox.Session) -> None:
 def mutation(session: nox.Session) -> None:
     """Mutation testing of impl/ against the conformance suite (ci profile); prints kill rate."""
     _install_test_deps(session)
-    session.install("mutmut>=3.8,<4")
-    session.run("python", "conformance/mutation.py", *session.posargs)
+    session.run("python", "mutation/run.py", *session.posargs)
 
 
 @nox.session(python=PYTHON)
