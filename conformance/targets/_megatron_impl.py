@@ -13,27 +13,18 @@ import numpy as np
 import torch
 
 from ..protocol import ArraySpec, Config, Meta
-from ._megatron_view import KwargsParams, params_dict, thd_params, unpack_with_grad
-
-_GETTERS = ("get_tensor_model_parallel_world_size", "get_context_parallel_world_size",
-            "get_context_parallel_rank", "get_context_parallel_group")
+from ._megatron_view import KwargsParams, cu_params, params_dict, thd_params, unpack_with_grad
 
 
-@contextlib.contextmanager
-def fake_parallel_state(tp: int, cp: int, rank: int, group: Any = None) -> Iterator[None]:
-    """Patch megatron.core.parallel_state's getters for the duration of one call."""
+def fake_parallel_state(tp: int, cp: int, rank: int, group: Any = None) -> Any:
+    """megatron.core.parallel_state's getters patched, for the duration of one `with`."""
     from megatron.core import parallel_state
 
     values = {"get_tensor_model_parallel_world_size": tp, "get_context_parallel_world_size": cp,
               "get_context_parallel_rank": rank, "get_context_parallel_group": group}
-    saved = {name: getattr(parallel_state, name) for name in _GETTERS}
-    try:
-        for name, value in values.items():
-            setattr(parallel_state, name, lambda *a, _v=value, **k: _v)
-        yield
-    finally:
-        for name, fn in saved.items():
-            setattr(parallel_state, name, fn)
+    getters: dict[str, Any] = {name: (lambda *a, _v=value, **k: _v)
+                               for name, value in values.items()}
+    return mock.patch.multiple(parallel_state, **getters)
 
 
 def _full(config: Config) -> Config:
@@ -41,14 +32,25 @@ def _full(config: Config) -> Config:
             "min_local_rows": None, **config}
 
 
+def _nested(seqs: list[np.ndarray]) -> Any:
+    return torch.nested.nested_tensor(
+        [torch.from_numpy(np.ascontiguousarray(s)) for s in seqs], layout=torch.jagged)
+
+
+def _layout(cfg: Config) -> dict[str, Any]:
+    """postprocess' layout keywords: cp_layout where not the default, max_num_seqs where set
+    (R-MEG-10: the params hold N + 1 offsets)."""
+    out = {} if cfg["cp_layout"] == "zigzag" else {"cp_layout": cfg["cp_layout"]}
+    if cfg.get("max_num_seqs") is not None:
+        out["max_num_seqs"] = cfg["max_num_seqs"]
+    return out
+
+
 def preprocess(seqs: list[np.ndarray], config: Config, cp_rank: int, *,
                need_roll: bool = False) -> tuple[np.ndarray, dict[str, Any], np.ndarray]:
     from impl import megatron
 
     cfg = _full(config)
-    nested = torch.nested.nested_tensor(
-        [torch.from_numpy(np.ascontiguousarray(s)) for s in seqs], layout=torch.jagged
-    )
     # Only non-default arguments are passed, as a caller relying on verl's defaults would:
     # a wrong default in the adapter's signature then changes the result.
     kwargs = {"need_roll": need_roll, "use_fp8_padding": cfg["fp8"],
@@ -62,30 +64,26 @@ def preprocess(seqs: list[np.ndarray], config: Config, cp_rank: int, *,
     # (R-STATIC-1, R-STATIC-2, R-MEG-10).
     kwargs.update({k: config[k] for k in ("max_num_seqs", "max_seqlen") if k in config})
     with fake_parallel_state(cfg["tp_size"], cfg["cp_size"], cp_rank):
-        rows, params, pos = megatron.preprocess_thd_engine(nested, **kwargs)
+        rows, params, pos = megatron.preprocess_thd_engine(_nested(seqs), **kwargs)
     assert pos is not None  # pre_process=True
     return rows.numpy(), params_dict(params), pos.numpy()
 
 
-def preprocess_kwargs(seqs: list[np.ndarray], config: Config, cp_rank: int, *,
-                      need_roll: bool = False) -> tuple[np.ndarray, dict[str, Any], np.ndarray]:
-    """preprocess_thd_engine with megatron-core's PackedSeqParams replaced by a stub whose
-    constructor takes `**kwargs` (R-MEG-4); the view adds `given`, the fields it received."""
-    from megatron.core import packed_seq_params
-
-    with mock.patch.object(packed_seq_params, "PackedSeqParams", KwargsParams):
-        rows, view, pos = preprocess(seqs, config, cp_rank, need_roll=need_roll)
-    return rows, view, pos
-
-
 def preprocess_with_params(seqs: list[np.ndarray], config: Config, cp_rank: int,
-                           params_cls: Any) -> tuple[np.ndarray, dict[str, Any], np.ndarray]:
+                           params_cls: Any, *, need_roll: bool = False
+                           ) -> tuple[np.ndarray, dict[str, Any], np.ndarray]:
     """preprocess_thd_engine with megatron-core's PackedSeqParams replaced by `params_cls` (an
     older or a narrower release's class, R-MEG-4)."""
     from megatron.core import packed_seq_params
 
     with mock.patch.object(packed_seq_params, "PackedSeqParams", params_cls):
-        return preprocess(seqs, config, cp_rank)
+        return preprocess(seqs, config, cp_rank, need_roll=need_roll)
+
+
+def preprocess_kwargs(seqs: list[np.ndarray], config: Config, cp_rank: int, *,
+                      need_roll: bool = False) -> tuple[np.ndarray, dict[str, Any], np.ndarray]:
+    """`preprocess_with_params` with a stub taking `**kwargs` (R-MEG-4): the view adds `given`."""
+    return preprocess_with_params(seqs, config, cp_rank, KwargsParams, need_roll=need_roll)
 
 
 def _input_ids(meta: Meta) -> tuple[Any, int]:
@@ -106,14 +104,11 @@ def _postprocess(rows: np.ndarray, meta: Meta, config: Config, params: Any,
 
     cfg = _full(config)
     input_ids, batch_size = _input_ids(meta)
-    layout = {} if cfg["cp_layout"] == "zigzag" else {"cp_layout": cfg["cp_layout"]}
-    if cfg.get("max_num_seqs") is not None:  # R-MEG-10: the params hold N + 1 offsets
-        layout["max_num_seqs"] = cfg["max_num_seqs"]
 
     def post(local: torch.Tensor) -> Any:
         with fake_parallel_state(cfg["tp_size"], *state):
             return megatron.postprocess_thd_engine(local, params, input_ids, batch_size,
-                                                   **layout, **adapter)
+                                                   **_layout(cfg), **adapter)
 
     return unpack_with_grad(rows, post)
 
@@ -156,25 +151,19 @@ def postprocess_one(output: np.ndarray, meta: Meta, config: Config, *,
 
 
 def postprocess_valueless(output: np.ndarray, meta: Meta, config: Config) -> list[ArraySpec]:
-    """postprocess_thd_engine on one process (cp_size 1) of `output` moved to `meta`, with the
-    PackedSeqParams on the host as `postprocess_one` builds them (R-DEV-1, R-DEV-2, R-MEG-3).
-    The result's offsets hold no values there (`unbind` would read them), so its components are
-    its values sliced at the batch's host offsets: a result with too few rows shows as a short
-    component."""
+    """postprocess_thd_engine (cp_size 1) of `output` moved to `meta`, the params on the host
+    (R-DEV-1, R-DEV-2, R-MEG-3). The result's offsets hold no values there, so its components
+    are its values sliced at the host offsets: too few rows show as a short component."""
     from impl import megatron
 
     from ._impl_native import VALUELESS, spec_of
 
     cfg = _full(config)
     input_ids, batch_size = _input_ids(meta)
-    kwargs: dict[str, Any] = {} if cfg["cp_layout"] == "zigzag" else {
-        "cp_layout": cfg["cp_layout"]}
-    if cfg.get("max_num_seqs") is not None:  # R-MEG-10: the params hold N + 1 offsets
-        kwargs["max_num_seqs"] = cfg["max_num_seqs"]
     local = torch.from_numpy(np.ascontiguousarray(output)).to(VALUELESS)
     with fake_parallel_state(cfg["tp_size"], 1, 0):
         out = megatron.postprocess_thd_engine(local, thd_params(meta), input_ids, batch_size,
-                                              **kwargs)
+                                              **_layout(cfg))
     values = out.values()
     bounds = input_ids.offsets().tolist()
     return [spec_of(values[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
@@ -186,9 +175,8 @@ class _CPGroup:
 
 @contextlib.contextmanager
 def _answered_gather(shards: list[np.ndarray], cp_rank: int, group: Any) -> Iterator[None]:
-    """torch.distributed.all_gather answered in this process with `shards` (every rank's rows),
-    for one call. The gather must go over `group`, ask for one tensor per CP rank, and hand over
-    the local rows unchanged."""
+    """torch.distributed.all_gather answered in this process with `shards` (every rank's rows)
+    for one call; it must go over `group`, into cp_size tensors, handed the local rows."""
     parts = [torch.from_numpy(np.ascontiguousarray(s))[None] for s in shards]
 
     def all_gather(output_list: list[torch.Tensor], tensor: torch.Tensor, group: Any = None,
@@ -222,12 +210,10 @@ def gathered_unpack(shards: list[np.ndarray], meta: Meta, config: Config,
 @contextlib.contextmanager
 def newer_megatron(cp_rank: int, group_size: int = 0,
                    rank_group: Any = None) -> Iterator[Any]:
-    """Simulate what releases newer than the installed megatron-core add, for one call:
-    `PackedSeqParams.cp_partition_mode` (where missing) and
-    `parallel_state.get_dynamic_data_context_parallel_groups(group_size=...)`, which must be
-    asked for `group_size` and returns a new group; `torch.distributed.get_rank` answers
-    `cp_rank` for `rank_group` (default: that returned group) and fails for any other. Yields
-    the returned group."""
+    """For one call, what releases newer than the installed megatron-core add:
+    `PackedSeqParams.cp_partition_mode` and `get_dynamic_data_context_parallel_groups`, which
+    must be asked for `group_size` and yields a new group; `torch.distributed.get_rank` answers
+    `cp_rank` for `rank_group` (default: that group) only."""
     from megatron.core import packed_seq_params, parallel_state
 
     base = packed_seq_params.PackedSeqParams
@@ -261,15 +247,11 @@ def newer_megatron(cp_rank: int, group_size: int = 0,
 def preprocess_newer(seqs: list[np.ndarray], config: Config, cp_rank: int, *,
                      dynamic: bool = False) -> tuple[np.ndarray, dict[str, Any], np.ndarray]:
     """preprocess_thd_engine under `newer_megatron`. With `dynamic`, the CP size comes from
-    `local_cp_size` and the parallel state says cp_size 1, so an adapter that ignores
-    local_cp_size packs the wrong shard. The returned dict also says whether the
-    PackedSeqParams carry `local_cp_size` and the dynamic group (`dynamic_group_ok`)."""
+    `local_cp_size` and the parallel state says cp_size 1 (ignoring local_cp_size packs the
+    wrong shard); the view then says whether the params carry it and the dynamic group."""
     from impl import megatron
 
     cfg = _full(config)
-    nested = torch.nested.nested_tensor(
-        [torch.from_numpy(np.ascontiguousarray(s)) for s in seqs], layout=torch.jagged
-    )
     kwargs: dict[str, Any] = {"use_fp8_padding": cfg["fp8"],
                               "min_local_rows": cfg["min_local_rows"],
                               "pad_to_length_bucket": cfg["bucket"], "cp_layout": cfg["cp_layout"]}
@@ -279,7 +261,7 @@ def preprocess_newer(seqs: list[np.ndarray], config: Config, cp_rank: int, *,
         state_cp = 1
     with newer_megatron(cp_rank, cfg["cp_size"]) as group, fake_parallel_state(
             cfg["tp_size"], state_cp, 0 if dynamic else cp_rank):
-        rows, params, pos = megatron.preprocess_thd_engine(nested, **kwargs)
+        rows, params, pos = megatron.preprocess_thd_engine(_nested(seqs), **kwargs)
     assert pos is not None  # pre_process=True
     view = params_dict(params)
     if dynamic:
@@ -290,11 +272,9 @@ def preprocess_newer(seqs: list[np.ndarray], config: Config, cp_rank: int, *,
 
 def gathered_unpack_dynamic(shards: list[np.ndarray], meta: Meta, config: Config,
                             cp_rank: int) -> tuple[list[np.ndarray], np.ndarray | None]:
-    """postprocess_thd_engine with `local_cp_size` (dynamic CP) under `newer_megatron`: the group
-    comes from `PackedSeqParams.cp_group`, the parallel state says cp_size 1, and the all_gather
-    is answered in process only over that group."""
-    # The group postprocess must use is the one in PackedSeqParams.cp_group, not a fresh one
-    # from get_dynamic_data_context_parallel_groups (that one fails get_rank and all_gather).
+    """postprocess_thd_engine with `local_cp_size` under `newer_megatron`: the group must come
+    from `PackedSeqParams.cp_group` (a fresh one from get_dynamic_data_context_parallel_groups
+    fails get_rank and all_gather), the parallel state says cp_size 1."""
     own = _CPGroup()
     params = thd_params(meta)
     params.cp_group = own
@@ -321,14 +301,10 @@ def packed_preprocess(values: np.ndarray, mask: np.ndarray, config: Config, cp_r
 
 def _packed_post(rows: np.ndarray, cu_padded: np.ndarray, mask: np.ndarray, config: Config,
                  cp_rank: int, group: Any) -> tuple[np.ndarray, np.ndarray | None]:
-    from megatron.core.packed_seq_params import PackedSeqParams
-
     from impl import megatron
 
     cfg = _full(config)
-    cu = torch.as_tensor(np.asarray(cu_padded), dtype=torch.int32)
-    params = PackedSeqParams(qkv_format="thd", cu_seqlens_q=cu, cu_seqlens_kv=cu,
-                             cu_seqlens_q_padded=cu, cu_seqlens_kv_padded=cu)
+    params = cu_params(cu_padded)
     m = torch.from_numpy(mask)
 
     def post(local: torch.Tensor) -> Any:
@@ -342,18 +318,13 @@ def _packed_post(rows: np.ndarray, cu_padded: np.ndarray, mask: np.ndarray, conf
 def packed_postprocess_one(output: np.ndarray, cu_padded: np.ndarray, mask: Any,
                            config: Config, *, params: dict[str, Any] | None = None,
                            **adapter: Any) -> np.ndarray:
-    """postprocess_packed_seqs on one process (cp_size 1, no collective): `output` and an
-    ndarray `mask` as given (converted without copying), PackedSeqParams from `cu_padded` with
-    the fields in `params` replaced (an array keeps its own dtype and shape, so the adapter's
-    validation sees it); `batch_size` and `seq_len` default to the mask's shape (R-MEG-9)."""
-    from megatron.core.packed_seq_params import PackedSeqParams
-
+    """postprocess_packed_seqs on one process (cp_size 1): `output` and an ndarray `mask` as
+    given (not copied), the params from `cu_padded` with the fields in `params` replaced (an
+    array keeps its dtype and shape); `batch_size`, `seq_len` default to the mask's (R-MEG-9)."""
     from impl import megatron
 
     cfg = _full(config)
-    cu = torch.as_tensor(np.asarray(cu_padded), dtype=torch.int32)
-    packed = PackedSeqParams(qkv_format="thd", cu_seqlens_q=cu, cu_seqlens_kv=cu,
-                             cu_seqlens_q_padded=cu, cu_seqlens_kv_padded=cu)
+    packed = cu_params(cu_padded)
     for key, value in (params or {}).items():
         setattr(packed, key, None if value is None else torch.from_numpy(np.asarray(value)))
     m = torch.from_numpy(mask) if isinstance(mask, np.ndarray) else mask

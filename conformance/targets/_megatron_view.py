@@ -49,13 +49,18 @@ def params_dict(params: Any) -> dict[str, Any]:
     return out
 
 
-def thd_params(meta: Meta) -> Any:
-    """PackedSeqParams in verl's convention (every cu_seqlens is the padded one, R-MEG-1)."""
+def cu_params(cu_padded: Any) -> Any:
+    """PackedSeqParams in verl's convention: every cu_seqlens is the padded one (R-MEG-1)."""
     from megatron.core.packed_seq_params import PackedSeqParams
 
-    cu = torch.as_tensor(np.asarray(meta["cu_seqlens_padded"]), dtype=torch.int32)
+    cu = torch.as_tensor(np.asarray(cu_padded), dtype=torch.int32)
     return PackedSeqParams(qkv_format="thd", cu_seqlens_q=cu, cu_seqlens_kv=cu,
                            cu_seqlens_q_padded=cu, cu_seqlens_kv_padded=cu)
+
+
+def thd_params(meta: Meta) -> Any:
+    """`cu_params` of the plan's cu_seqlens_padded."""
+    return cu_params(meta["cu_seqlens_padded"])
 
 
 def unpack_with_grad(
