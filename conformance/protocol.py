@@ -14,6 +14,7 @@ every value to your packer unchanged; never convert or check it in the adapter.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -263,13 +264,24 @@ def describe(cap: str) -> str:
     return FEATURES.get(cap) or BASE_FEATURES.get(cap) or cap
 
 
+_PLAN_ARRAYS = ("seqlens", "seqlens_padded", "cu_seqlens", "cu_seqlens_padded")
+
+
 def plain_meta(plan: Any) -> Meta:
     """Meta from any object with the spec's plan attributes (tensors are turned into NumPy)."""
     meta: Meta = {}
-    for key in ("seqlens", "seqlens_padded", "cu_seqlens", "cu_seqlens_padded"):
+    for key in _PLAN_ARRAYS:
         value = getattr(plan, key)
         meta[key] = value.numpy() if hasattr(value, "numpy") else np.asarray(value)
     for key in ("max_seqlen", "total", "local_rows", "num_seqs"):
         if hasattr(plan, key):
             meta[key] = getattr(plan, key)
     return meta
+
+
+def plan_fields(meta: Meta, array: Callable[[Any], Any]) -> dict[str, Any]:
+    """A Plan's keyword arguments from `meta`, the arrays through `array` (`plain_meta`'s
+    inverse). A meta without num_seqs is a 1.0 plan: 0, which a Plan reads as K = B."""
+    return {**{key: array(meta[key]) for key in _PLAN_ARRAYS},
+            **{key: int(meta[key]) for key in ("max_seqlen", "total", "local_rows")},
+            "num_seqs": int(meta["num_seqs"]) if "num_seqs" in meta else 0}

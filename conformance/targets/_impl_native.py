@@ -30,10 +30,9 @@ def subclass_form(form: str, seqs: list[np.ndarray]) -> list[torch.Tensor]:
     return [p.as_subclass(PlainSubclass) for p in parts]
 
 
-# The mask form at a storage offset: `values` and `mask` are views into larger buffers (junk
-# bytes around them, True around the mask), starting this many elements / bytes in, with S a
-# multiple of 8 so that impl's word scan of the mask (its bytes viewed as int64, which needs an
-# offset in whole words) is considered. torch.from_numpy always gives storage offset 0.
+# The mask form at a storage offset (torch.from_numpy always gives 0): views into larger
+# buffers, junk around the values and True around the mask, S a multiple of 8 so that impl's
+# word scan of the mask (int64 words, an offset in whole words) is considered.
 # form -> (mask offset in bytes, values offset in elements, every row one run)
 OFFSET_FORMS: dict[str, tuple[int, int, bool]] = {
     "padded-offset-9": (9, 3, True),  # 1 mod 8 and a multiple of 9: no word view possible
@@ -168,6 +167,10 @@ OTHER_DTYPES: dict[str, int] = {  # name -> bytes per element
     if hasattr(torch, name)}
 
 
+def viewed(bits: list[np.ndarray], dtype: str) -> list[torch.Tensor]:
+    """The arrays' bytes viewed as torch's dtype `dtype`."""
+    return [torch.from_numpy(b).view(getattr(torch, dtype)) for b in bits]
+
+
 def pack_viewed(bits: list[np.ndarray], dtype: str, config: Config, cp_rank: int) -> Any:
-    parts = [torch.from_numpy(b).view(getattr(torch, dtype)) for b in bits]
-    return impl.pack_thd(parts, impl.PackConfig(**config), cp_rank)
+    return impl.pack_thd(viewed(bits, dtype), impl.PackConfig(**config), cp_rank)

@@ -10,7 +10,7 @@ import torch
 
 import impl
 
-from ..protocol import ArraySpec, Config, Declared, Meta, Packed, plain_meta
+from ..protocol import ArraySpec, Config, Declared, Meta, Packed, plain_meta, plan_fields
 from . import _impl_native
 
 
@@ -25,11 +25,16 @@ def tensor(array: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(array)
 
 
+def as_tensor(x: Any) -> Any:
+    """An ndarray as a tensor sharing its memory and strides; anything else as given."""
+    return tensor(x) if isinstance(x, np.ndarray) else x
+
+
 def to_torch(seqs: Any) -> Any:
     """NumPy elements become tensors sharing memory; anything else passes through (R-ERR-1)."""
     if not isinstance(seqs, list | tuple):
         return seqs
-    out = [tensor(s) if isinstance(s, np.ndarray) else s for s in seqs]
+    out = [as_tensor(s) for s in seqs]
     return tuple(out) if isinstance(seqs, tuple) else out
 
 
@@ -46,6 +51,10 @@ def _megatron(name: str) -> Any:
 
 def packed(rows: torch.Tensor, pos: torch.Tensor, plan: Any) -> Packed:
     return Packed(rows.detach().numpy(), pos.numpy(), plain_meta(plan))
+
+
+def run_pack(batch: Any, config: Config, cp_rank: Any, **kwargs: Any) -> Packed:
+    return packed(*impl.pack_thd(batch, impl.PackConfig(**config), cp_rank, **kwargs))
 
 
 def to_form(form: str, seqs: list[np.ndarray]) -> tuple[Any, dict[str, Any]]:
@@ -103,21 +112,16 @@ def padded_with_mask(seqs: list[np.ndarray], left: bool) -> tuple[Any, dict[str,
 
 def plan_from_meta(meta: Meta) -> Any:
     """impl's Plan built from plain data (the suite may tamper with it, R-ERR-11)."""
-    def i32(key: str) -> torch.Tensor:
-        return torch.as_tensor(np.asarray(meta[key]), dtype=torch.int32)
+    return impl.Plan(**plan_fields(
+        meta, lambda a: torch.as_tensor(np.asarray(a), dtype=torch.int32)))
 
-    return impl.Plan(
-        seqlens=i32("seqlens"),
-        seqlens_padded=i32("seqlens_padded"),
-        cu_seqlens=i32("cu_seqlens"),
-        cu_seqlens_padded=i32("cu_seqlens_padded"),
-        max_seqlen=int(meta["max_seqlen"]),
-        total=int(meta["total"]),
-        local_rows=int(meta["local_rows"]),
-        # B (spec 1.1, R-META-7); a meta without it is a 1.0 plan (K = B): impl.Plan's default,
-        # 0, which the Plan itself turns into len(seqlens)
-        num_seqs=int(meta["num_seqs"]) if "num_seqs" in meta else 0,
-    )
+
+def shard_tensors(shards: Any) -> Any:
+    """ndarray shards as tensors; a list that is not one, or another element, as given."""
+    if not isinstance(shards, list | tuple):
+        return shards
+    return [torch.from_numpy(np.ascontiguousarray(s)) if isinstance(s, np.ndarray) else s
+            for s in shards]
 
 
 class ImplTarget:
@@ -130,12 +134,9 @@ class ImplTarget:
          "static_metadata", "tail_segment", "seq_align_cp", "large_totals",
          "forged_plan_checks", "seq_align_none", "tail_tokens", "fixed_total",
          "labels_ignore"}))
-    # impl.pack_thd also takes a jagged nested tensor (with or without gaps between the
-    # sequences in its values buffer) and a flat values tensor with lengths= (R-IN-1).
-    # And a padded [B, S, *trail] tensor with a bool mask= (impl/masked.py): one run per row
-    # (left padding) or scattered.
-    # And lists of tensor subclasses (`nn.Parameter`, a plain subclass), and the mask form with
-    # the mask and values at storage offsets (_impl_native.py).
+    # impl.pack_thd's other containers (R-IN-1): a jagged nested tensor (with gaps in its
+    # values buffer or not), flat values with lengths=, a padded [B, S, *trail] tensor with a
+    # bool mask= (one run per row, or scattered; at storage offsets), tensor subclasses.
     batch_forms = ("list", "tuple", "nested", "nested-gaps", "flat-list", "flat-tensor",
                    "padded-left", "padded-scattered", *_impl_native.SUBCLASS_FORMS,
                    *_impl_native.OFFSET_FORMS)
@@ -154,20 +155,15 @@ class ImplTarget:
             kwargs["need_roll"] = need_roll
         if not (pad_value == 0 and type(pad_value) is int):
             kwargs["pad_value"] = pad_value
-        rows, pos, plan = impl.pack_thd(to_torch(seqs), impl.PackConfig(**config), cp_rank,
-                                        **kwargs)
-        return packed(rows, pos, plan)
+        return run_pack(to_torch(seqs), config, cp_rank, **kwargs)
 
     def pack_as(
         self, form: str, seqs: list[np.ndarray], config: Config, cp_rank: int, *,
         need_roll: bool = False, pad_value: Any = 0,
     ) -> Packed:
-        """Capability `batch_forms`: the same batch handed to impl in another container (and
-        `rejected_forms`: one impl must refuse)."""
         batch, kwargs = to_form(form, seqs)
-        rows, pos, plan = impl.pack_thd(batch, impl.PackConfig(**config), cp_rank,
-                                        need_roll=need_roll, pad_value=pad_value, **kwargs)
-        return packed(rows, pos, plan)
+        return run_pack(batch, config, cp_rank, need_roll=need_roll, pad_value=pad_value,
+                        **kwargs)
 
     # the `meta` device and torch-only dtypes (_impl_native.py)
     pack_valueless = staticmethod(_impl_native.pack_valueless)
@@ -175,67 +171,50 @@ class ImplTarget:
 
     def unpack_valueless(self, shards: list[np.ndarray], meta: Meta, config: Config, *,
                          on: list[bool] | None = None) -> list[ArraySpec]:
-        """Capability `valueless_device`: the shards on `meta`."""
         return _impl_native.unpack_valueless(shards, plan_from_meta(meta), config, on=on)
-
 
     def pack_masked(
         self, values: Any, mask: Any, config: Config, cp_rank: int, *,
         need_roll: bool = False, pad_value: Any = 0,
     ) -> Packed:
-        """Capability `mask_form`: `pack_thd(values, ..., mask=mask)`, ndarrays as tensors
-        sharing memory and strides, anything else as given."""
-        x = tensor(values) if isinstance(values, np.ndarray) else values
-        m = tensor(mask) if isinstance(mask, np.ndarray) else mask
-        rows, pos, plan = impl.pack_thd(x, impl.PackConfig(**config), cp_rank,
-                                        need_roll=need_roll, pad_value=pad_value, mask=m)
-        return packed(rows, pos, plan)
+        return run_pack(as_tensor(values), config, cp_rank, need_roll=need_roll,
+                    pad_value=pad_value, mask=as_tensor(mask))
 
     def pack_flat(
         self, values: np.ndarray, lengths: Any, config: Config, cp_rank: int
     ) -> Packed:
-        """Capability `flat_batch_checks`: `lengths=` as given (an ndarray becomes a tensor);
-        `values` an ndarray (a tensor) or, for rejection tests, a list of arrays (a list)."""
-        lens = tensor(lengths) if isinstance(lengths, np.ndarray) else lengths
+        """`values` an ndarray, or for rejection tests a list of arrays (a list of tensors)."""
         flat = tensor(values) if isinstance(values, np.ndarray) else to_torch(values)
-        rows, pos, plan = impl.pack_thd(flat, impl.PackConfig(**config), cp_rank, lengths=lens)
-        return packed(rows, pos, plan)
+        return run_pack(flat, config, cp_rank, lengths=as_tensor(lengths))
 
     def plan_as_is(self, seqlens: Any, config: Any) -> Any:
-        """Capability `api_type_checks`: `config` handed to plan_thd unchanged."""
         return impl.plan_thd(seqlens, config)
 
     def pack_as_is(self, seqs: list[np.ndarray], config: Any, cp_rank: int) -> Any:
-        """Capability `api_type_checks`: `config` is handed to pack_thd unchanged."""
         return impl.pack_thd(to_torch(seqs), config, cp_rank)
 
     def unpack_as_is(
         self, shards: list[np.ndarray], meta: Meta, config: Config, *, plan: Any = None,
         config_obj: Any = None,
     ) -> Any:
-        """Capability `api_type_checks`: a given `plan` / `config_obj` goes in unchanged."""
-        tensors = [torch.from_numpy(np.ascontiguousarray(s)) for s in shards]
-        return impl.unpack_thd(tensors, plan_from_meta(meta) if plan is None else plan,
+        return impl.unpack_thd(shard_tensors(shards),
+                               plan_from_meta(meta) if plan is None else plan,
                                impl.PackConfig(**config) if config_obj is None else config_obj)
 
     def pack_float8(
         self, bits: list[np.ndarray], dtype: str, config: Config, cp_rank: int, *,
         pad_value: Any = 0,
     ) -> Packed:
-        """Capability `float8`: the uint8 arrays viewed as torch's float8 dtype `dtype`."""
-        parts = [torch.from_numpy(b).view(getattr(torch, dtype)) for b in bits]
-        rows, pos, plan = impl.pack_thd(parts, impl.PackConfig(**config), cp_rank,
-                                        pad_value=pad_value)
+        rows, pos, plan = impl.pack_thd(_impl_native.viewed(bits, dtype),
+                                        impl.PackConfig(**config), cp_rank, pad_value=pad_value)
         return packed(rows.view(torch.uint8), pos, plan)
 
     def native_scalar(self, value: bool | int | float) -> Any:
-        """Capability `native_scalars`: a 0-d torch tensor."""
         return torch.tensor(value)
 
     def row_map(
         self, meta: Meta, config: Config, cp_rank: int
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Capability `row_map`: the map pack gathers through (impl.rowmap.row_sources)."""
         from impl.rowmap import row_sources
 
         seq, offset, real = row_sources(plan_from_meta(meta), impl.PackConfig(**config), cp_rank)
@@ -249,11 +228,8 @@ class ImplTarget:
         return plain_meta(impl.plan_thd(seqlens, impl.PackConfig(**config)))
 
     def unpack(self, shards: list[np.ndarray], meta: Meta, config: Config) -> list[np.ndarray]:
-        # A shard list that is not a list, or an element that is not an array (R-ERR-1's
-        # TypeError), passes through unchanged.
-        tensors = ([torch.from_numpy(np.ascontiguousarray(s)) if isinstance(s, np.ndarray) else s
-                    for s in shards] if isinstance(shards, list | tuple) else shards)
-        out = impl.unpack_thd(tensors, plan_from_meta(meta), impl.PackConfig(**config))
+        out = impl.unpack_thd(shard_tensors(shards), plan_from_meta(meta),
+                              impl.PackConfig(**config))
         return [t.numpy() for t in out]
 
     def resolve_engine_config(self, **flags: Any) -> Config:

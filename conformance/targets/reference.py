@@ -8,22 +8,11 @@ import numpy as np
 
 import reference
 
-from ..protocol import Config, Declared, Meta, Packed, plain_meta
+from ..protocol import Config, Declared, Meta, Packed, plain_meta, plan_fields
 
 
 def _plan_from_meta(meta: Meta) -> Any:
-    return reference.Plan(
-        seqlens=np.asarray(meta["seqlens"], dtype=np.int32),
-        seqlens_padded=np.asarray(meta["seqlens_padded"], dtype=np.int32),
-        cu_seqlens=np.asarray(meta["cu_seqlens"], dtype=np.int32),
-        cu_seqlens_padded=np.asarray(meta["cu_seqlens_padded"], dtype=np.int32),
-        max_seqlen=int(meta["max_seqlen"]),
-        total=int(meta["total"]),
-        local_rows=int(meta["local_rows"]),
-        # R-META-7; a meta without num_seqs is a 1.0 plan (K = B): reference.Plan's default, 0,
-        # which the Plan itself turns into len(seqlens)
-        num_seqs=int(meta["num_seqs"]) if "num_seqs" in meta else 0,
-    )
+    return reference.Plan(**plan_fields(meta, lambda a: np.asarray(a, dtype=np.int32)))
 
 
 class ReferenceTarget:
@@ -50,31 +39,26 @@ class ReferenceTarget:
         self, values: Any, mask: Any, config: Config, cp_rank: int, *,
         need_roll: bool = False, pad_value: Any = 0,
     ) -> Packed:
-        """Capability `mask_form`: reference.pack_masked (R-IN-7), NumPy as given."""
         rows, pos, plan = reference.pack_masked(values, mask, reference.PackConfig(**config),
                                                 cp_rank, need_roll=need_roll,
                                                 pad_value=pad_value)
         return Packed(rows, pos, plain_meta(plan))
 
     def plan_as_is(self, seqlens: Any, config: Any) -> Any:
-        """Capability `api_type_checks`: `config` handed to plan_thd unchanged."""
         return reference.plan_thd(seqlens, config)
 
     def pack_as_is(self, seqs: list[np.ndarray], config: Any, cp_rank: int) -> Any:
-        """Capability `api_type_checks`: `config` handed over unchanged."""
         return reference.pack_thd(seqs, config, cp_rank)
 
     def unpack_as_is(
         self, shards: list[np.ndarray], meta: Meta, config: Config, *, plan: Any = None,
         config_obj: Any = None,
     ) -> Any:
-        """Capability `api_type_checks`: a given `plan` / `config_obj` goes in unchanged."""
         return reference.unpack_thd(
             shards, _plan_from_meta(meta) if plan is None else plan,
             reference.PackConfig(**config) if config_obj is None else config_obj)
 
     def native_scalar(self, value: bool | int | float) -> Any:
-        """Capability `native_scalars`: a 0-d NumPy array."""
         return np.array(value)
 
     def plan(self, seqlens: Any, config: Config) -> Meta:
