@@ -1,15 +1,9 @@
 """The consumer contract (spec §12a): checks over a target's own outputs, any convention.
 
-Pure functions over plain data: the batch (a list of NumPy arrays), every rank's output as the
-target returned it (`rows`, `pos`, `meta`, e.g. `running.RankResult`) and the config's tp, cp,
-layout and FP8 recipe. They read the target's own `cu_seqlens_padded` (and `cu_seqlens`,
-`max_seqlen`, `total`, `local_rows` where given), never the reference's plan, so a convention
-the reference does not follow (a trailing padding segment, tp only on the total, static
-metadata's zero-length entries and max_seqlen = total) can never hide them. Rows are
-placed through TE's partition of that buffer (`reference.partitioned_indices`, the consumer's
-arithmetic, not a convention) and compared by position with the batch, bit for bit; no value
-encoding is assumed, so any dtype works.
-
+Pure functions over plain data: the batch (NumPy arrays), every rank's output (`rows`, `pos`,
+`meta`) and the config's tp, cp, layout and FP8 recipe. They read the target's own metadata,
+never the reference's plan, so no convention can hide a fault; rows are placed through TE's
+partition of the target's buffer and compared with the batch bit for bit (any dtype).
 Each check raises `RuleViolation` naming the rule it disproves, with the first mismatch (rank,
 row, sequence, offset), or `TargetError` when the output cannot be read at all.
 """
@@ -229,12 +223,6 @@ def check_fp8_split(outputs: Sequence[Any], config: Mapping[str, Any]) -> None:
 # Real boundaries: R-CONSUMER-8, R-CONSUMER-9
 
 
-def check_real_meta(lengths: Sequence[int], outputs: Sequence[Any], bounds: np.ndarray) -> None:
-    """R-CONSUMER-8 and -9, where the target gives the fields; `bounds` from `padded_bounds`."""
-    check_real_cu_seqlens(lengths, outputs, bounds)
-    check_max_seqlen(outputs, bounds)
-
-
 def check_real_cu_seqlens(lengths: Sequence[int], outputs: Sequence[Any],
                           bounds: np.ndarray) -> None:
     """R-CONSUMER-8: real cu_seqlens (where given) has the lengths L_i and stays within the
@@ -305,6 +293,20 @@ class _Tokens:
         found = self.where.get(row.tobytes())
         return found[0] if found is not None and len(found) == 1 else None
 
+    def length(self, seg: np.ndarray) -> np.ndarray:
+        """L of each segment's sequence (0 past the batch)."""
+        return np.asarray(self.lengths + [0], dtype=np.int64)[np.minimum(seg, len(self.lengths))]
+
+    def index(self, seg: np.ndarray, off: np.ndarray) -> np.ndarray:
+        """The flat batch's row of each (segment, offset), segments past the batch capped."""
+        return self.starts[np.minimum(seg, len(self.lengths) - 1)] + off
+
+    def holds(self, rows: np.ndarray, got: np.ndarray, k: int) -> str:
+        """What row k holds: the token of the batch it is, else its values."""
+        source = self.unique_source(got[k])
+        return (f"token {source[1]} of sequence {source[0]}" if source is not None
+                else show(rows[k]))
+
 
 def _check_row_type(rows: np.ndarray, tokens: _Tokens, rank: int, rule: str) -> None:
     if rows.dtype != tokens.dtype or rows.shape[1:] != tokens.trail:
@@ -313,8 +315,7 @@ def _check_row_type(rows: np.ndarray, tokens: _Tokens, rank: int, rule: str) -> 
 
 
 def _real(tokens: _Tokens, seg: np.ndarray, off: np.ndarray) -> np.ndarray:
-    lengths = np.asarray(tokens.lengths + [0], dtype=np.int64)
-    return off < lengths[np.minimum(seg, len(tokens.lengths))]
+    return off < tokens.length(seg)
 
 
 def _segments_cover(tokens: _Tokens, buffer: Buffer) -> None:
@@ -365,9 +366,8 @@ def check_tokens(seqs: Sequence[np.ndarray], outputs: Sequence[Any], buffer: Buf
         _check_row_type(output.rows, tokens, rank, "R-CONSUMER-7")
     for rank, output in enumerate(outputs):
         seg, off = buffer.slots[rank]
-        real = _real(tokens, seg, off)
-        want_index = tokens.starts[np.minimum(seg, len(tokens.lengths) - 1)] + off
-        bad = _differing(row_bytes(output.rows), tokens, real, want_index)
+        bad = _differing(row_bytes(output.rows), tokens, _real(tokens, seg, off),
+                         tokens.index(seg, off))
         if not bad.size:
             continue
         k = int(bad[0])
@@ -411,21 +411,15 @@ def check_labels(seqs: Sequence[np.ndarray], outputs: Sequence[Any], buffer: Buf
     """R-CONSUMER-11: with need_roll, a real slot (i, j < L_i - 1) holds x_i[j + 1]."""
     tokens = _Tokens(seqs)
     _segments_cover(tokens, buffer)
-    lengths = np.asarray(tokens.lengths + [0], dtype=np.int64)
     for rank, output in enumerate(outputs):
         _check_row_type(output.rows, tokens, rank, "R-CONSUMER-11")
         seg, off = buffer.slots[rank]
-        capped = np.minimum(seg, len(tokens.lengths))
-        labelled = off < lengths[capped] - 1
         got = row_bytes(output.rows)
-        want_index = tokens.starts[np.minimum(seg, len(tokens.lengths) - 1)] + off + 1
-        bad = _differing(got, tokens, labelled, want_index)
+        bad = _differing(got, tokens, off < tokens.length(seg) - 1, tokens.index(seg, off) + 1)
         if bad.size:
             k = int(bad[0])
             i, j = int(seg[k]), int(off[k])
-            source = tokens.unique_source(got[k])
-            holds = (f"token {source[1]} of sequence {source[0]}" if source is not None
-                     else show(output.rows[k]))
+            holds = tokens.holds(output.rows, got, k)
             raise _violation(f"rank {rank} row {k} (sequence {i}, offset {j}): label is {holds}, "
                              f"expected token {j + 1} of sequence {i} ({bad.size} wrong on "
                              "this rank)", "R-CONSUMER-11")
@@ -438,20 +432,17 @@ def check_ignored_labels(seqs: Sequence[np.ndarray], outputs: Sequence[Any], buf
     tokens = _Tokens(seqs)
     _segments_cover(tokens, buffer)
     ignore = row_bytes(np.full((1, *tokens.trail), ignore_index, dtype=tokens.dtype))[0]
-    lengths = np.asarray(tokens.lengths + [0], dtype=np.int64)
     for rank, output in enumerate(outputs):
         _check_row_type(output.rows, tokens, rank, "R-CONSUMER-15")
         seg, off = buffer.slots[rank]
-        free = ~(off < lengths[np.minimum(seg, len(tokens.lengths))] - 1)
+        free = ~(off < tokens.length(seg) - 1)
         got = row_bytes(output.rows)
         bad = np.flatnonzero(free & ~np.all(got == ignore, axis=1))
         if bad.size:
             k = int(bad[0])
             i, j = int(seg[k]), int(off[k])
             what = "padding" if not _real(tokens, seg, off)[k] else "its last real token"
-            source = tokens.unique_source(got[k])
-            holds = (f"token {source[1]} of sequence {source[0]}" if source is not None
-                     else show(output.rows[k]))
+            holds = tokens.holds(output.rows, got, k)
             raise _violation(f"labels='ignore': rank {rank} row {k} (segment {i}, offset {j}, "
                              f"{what}) holds {holds}, not ignore_index {ignore_index} "
                              f"({bad.size} such rows on this rank)", "R-CONSUMER-15")
@@ -582,7 +573,8 @@ def check_pack(seqs: Sequence[np.ndarray], outputs: Sequence[Any], config: Mappi
     buffer = check_buffer(outputs, config)
     check_tp_split(outputs, config)
     check_fp8_split(outputs, config)
-    check_real_meta([int(s.shape[0]) for s in segs], outputs, buffer.bounds)
+    check_real_cu_seqlens([int(s.shape[0]) for s in segs], outputs, buffer.bounds)
+    check_max_seqlen(outputs, buffer.bounds)
     if need_roll:
         check_labels(segs, outputs, buffer)
         if labels == "ignore":

@@ -1,15 +1,11 @@
 """The adapter protocol: how the suite talks to a packer under test (conformance/README.md).
 
 A target is any object with a `pack` method returning `Packed`, a `name`, and a `declared`
-(`Declared`: what the suite cannot see by looking). Its optional methods are found by presence
-(`METHODS`), as array-api-tests finds a library's extensions. The suite speaks NumPy at the
-boundary: an adapter converts NumPy batches to its packer's types, calls it, converts back, and
-lets the packer's exceptions propagate.
-
-Sizes (config values, `cp_rank`) arrive as Python ints on valid input, with one exception:
-the tests whose subject is the type of a value (NumPy sizes accepted as ints, R-IN-3; the
-rejection tests, R-ERR-*) pass NumPy integers, bools, floats, strings or None as given. Hand
-every value to your packer unchanged; never convert or check it in the adapter.
+(`Declared`: what the suite cannot see by looking); its optional methods are found by presence
+(`METHODS`). The suite speaks NumPy: an adapter converts a batch to its packer's types, calls
+it, converts back, and lets the packer's exceptions propagate. Hand every value (sizes,
+`cp_rank`: NumPy integers, bools, strings... in the type and rejection tests) to the packer
+unchanged; never convert or check it in the adapter.
 """
 
 from __future__ import annotations
@@ -20,9 +16,7 @@ from typing import Any
 
 import numpy as np
 
-# PackConfig as keyword arguments: tp_size, cp_size, cp_layout, fp8, bucket, min_local_rows and
-# the convention fields (CONVENTION_VALUES). A field left out means the spec's default (or the
-# target's fixed convention, which the suite fills in). Invalid values pass through on purpose.
+# PackConfig as keyword arguments (a field left out: the spec's default); invalid values too.
 Config = dict[str, Any]
 # The plan as plain data: NumPy arrays seqlens, seqlens_padded, cu_seqlens, cu_seqlens_padded;
 # ints max_seqlen, total, local_rows, num_seqs (B). Only cu_seqlens_padded is required.
@@ -155,12 +149,10 @@ CONVENTION_VALUES: dict[str, dict[Any, str | None]] = {
     "max_seqlen": {"exact": None, "total": "static_metadata"},
     "labels": {"roll": "labels_roll", "ignore": "labels_ignore"},
 }
-# The fields a `convention` may fix (the others are drawn per case), and the declared
-# zero-length convention (spec R-META-8: "keep", the default, or "omit"), which is no config
-# field: the contract reads it (R-CONSUMER-14).
+# The fields a `convention` may fix, besides the zero-length convention (R-META-8, read by the
+# contract, R-CONSUMER-14) and a bucket the packer always pads to (AReaL's 256-row page: the
+# suite draws only that one).
 FIXED_FIELDS = ("tail", "seq_align", "labels")
-# A bucket the packer always pads to, whatever the caller asks (AReaL's 256-row page): the
-# suite then draws that bucket only and declines configs with another one or none.
 FIXED_BUCKET = "bucket"
 ZERO_LENGTH = ("keep", "omit")
 FP8_RECIPES = ("tensor", "mxfp8", "block", "nvfp4")

@@ -12,7 +12,7 @@ import numpy as np
 
 import reference
 
-from .protocol import plain_meta
+from .protocol import Meta, plain_meta
 from .rejections import INT32_MAX, Named, Row, T, V, _add, _fixed, two_sequences
 
 # ----------------------------------------------------------------------------------------------
@@ -117,48 +117,40 @@ for _name, _make, _mask_cls, _shown in MASKS:
 # Unpack (R-ERR-11): the shards, and a plan or config of a foreign type (R-ERR-1)
 
 
+def _set(items: list[Any], at: int, value: Any) -> list[Any]:
+    items[at] = value
+    return items
+
+
+# fault -> (the shards and meta it gives from good ones, class, what the message names)
+UNPACKS: dict[str, tuple[Callable[[Any, Meta, int], Any], type[Exception], tuple[Any, ...]]] = {
+    "too-few-shards": (lambda sh, meta, n: sh[:-1], V, ()),
+    "too-many-shards": (lambda sh, meta, n: sh + [sh[0].copy()], V, ()),
+    "short-shard": (lambda sh, meta, n: _set(sh, -1, sh[-1][:-1]), V, ()),
+    "long-shard": (lambda sh, meta, n: _set(sh, 0, np.zeros((n + 2, 11), np.int64)), V, ()),
+    "trail-mismatch": (lambda sh, meta, n: _set(sh, -1, np.zeros((n, 13), np.int64)), V,
+                       (11, 13)),
+    "dtype-mismatch": (lambda sh, meta, n: _set(sh, -1, sh[-1].astype(np.int32)), V, ()),
+    "total-mismatch": (lambda sh, meta, n: meta.update(total=meta["total"] + 4) or sh, V, ()),
+    "shards-stacked": (lambda sh, meta, n: np.stack(sh), T, (Named(np.zeros(1)),)),
+    "shards-none": (lambda sh, meta, n: None, T, ()),
+    "shards-dict": (lambda sh, meta, n: dict(enumerate(sh)), T, (Named({}),)),
+    "element-list": (lambda sh, meta, n: _set(sh, -1, sh[-1].tolist()), T, ("list",)),
+    "element-none": (lambda sh, meta, n: _set(sh, 0, None), T, (Named(None),)),
+}
+
+
 def _unpack(kind: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
     def args(base: dict[str, Any]) -> dict[str, Any]:
         plan = reference.plan_thd([5, 3], reference.PackConfig(**base))
         meta = plain_meta(plan)
-        shards: Any = [np.zeros((plan.local_rows, 11), np.int64) for _ in range(base["cp_size"])]
-        last = len(shards) - 1
-        if kind == "too-few-shards":
-            shards = shards[:-1]
-        elif kind == "too-many-shards":
-            shards = shards + [shards[0].copy()]
-        elif kind == "short-shard":
-            shards[last] = shards[last][:-1]
-        elif kind == "long-shard":
-            shards[0] = np.zeros((plan.local_rows + 2, 11), np.int64)
-        elif kind == "trail-mismatch":
-            shards[last] = np.zeros((plan.local_rows, 13), np.int64)
-        elif kind == "dtype-mismatch":
-            shards[last] = shards[last].astype(np.int32)
-        elif kind == "total-mismatch":
-            meta["total"] = plan.total + 4
-        elif kind == "shards-stacked":
-            shards = np.stack(shards)
-        elif kind == "shards-none":
-            shards = None
-        elif kind == "shards-dict":
-            shards = dict(enumerate(shards))
-        elif kind == "element-list":
-            shards[last] = shards[last].tolist()
-        elif kind == "element-none":
-            shards[0] = None
+        shards = [np.zeros((plan.local_rows, 11), np.int64) for _ in range(base["cp_size"])]
+        shards = UNPACKS[kind][0](shards, meta, plan.local_rows)
         return {"shards": shards, "meta": meta, "config": dict(base)}
     return args
 
 
-UNPACKS: list[tuple[str, type[Exception], tuple[Any, ...]]] = [
-    ("too-few-shards", V, ()), ("too-many-shards", V, ()), ("short-shard", V, ()),
-    ("long-shard", V, ()), ("trail-mismatch", V, (11, 13)), ("dtype-mismatch", V, ()),
-    ("total-mismatch", V, ()), ("shards-stacked", T, (Named(np.zeros(1)),)),
-    ("shards-none", T, ()), ("shards-dict", T, (Named({}),)), ("element-list", T, ("list",)),
-    ("element-none", T, (Named(None),)),
-]
-for _name, _cls, _shown in UNPACKS:
+for _name, (_, _cls, _shown) in UNPACKS.items():
     _add("R-ERR-1" if _cls is T else "R-ERR-11", Row(
         f"unpack-{_name}", "unpack", _unpack(_name), _cls, _shown,
         needs=("unpack", "unpack_checks"), also=("R-ERR-11",)))

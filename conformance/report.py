@@ -1,9 +1,6 @@
 """The conformance report: one entry per test outcome, folded per spec rule, written as JSON and
-Markdown (reports/conformance-<target name>.{json,md}); the schema is in conformance/README.md.
-
-Entries are plain JSON data so that pytest-xdist workers can hand them to the controller
-(`report.user_properties`), which folds and writes them: a parallel run gives the same report
-as a serial one.
+Markdown (reports/conformance-<target name>.{json,md}; schema in conformance/README.md).
+Entries are plain JSON, so pytest-xdist workers hand them to the controller, which folds them.
 """
 
 from __future__ import annotations
@@ -20,14 +17,10 @@ import pytest
 
 from .under_test import TargetError
 
-# Test statuses. "declined": skipped because the target does not declare a feature the test
-# needs; "target-error": the target crashed or returned something the protocol does not allow,
-# charged to no rule; "error": the suite itself failed (a checker bug, a hypothesis health
-# check), charged to no rule either.
+# Test statuses: "declined" (a feature the target lacks), "target-error" (the target crashed or
+# broke the protocol) and "error" (the suite failed) are charged to no rule.
 TEST_STATUSES = ("pass", "fail", "target-error", "error", "declined", "skip")
-# Rule statuses, strongest first: a rule is "fail" if any test disproves it, "pass" if one
-# passed, "blocked" if its tests only failed on other rules (or hit a target error) first,
-# "declined" if its tests were only about declined features.
+# Rule statuses, strongest first ("blocked": its tests failed on other rules or crashed first).
 RULE_STATUSES = ("fail", "pass", "blocked", "declined", "skip", "untested")
 PROPERTY = "thd_conformance_entry"
 
@@ -113,17 +106,16 @@ def clean_skip(rep: Any) -> None:
             rep.longrepr = (path, lineno, cleaned)
 
 
-def leaves(call: Any) -> list[BaseException]:
-    out: list[BaseException] = []
-    stack = [call.excinfo.value] if call is not None and call.excinfo is not None else []
-    while stack:
-        exc = stack.pop(0)
-        inner = getattr(exc, "exceptions", None)
-        if inner:
-            stack.extend(inner)
-        else:
-            out.append(exc)
+def _raised(call: Any) -> list[BaseException]:
+    """The phase's exception and every exception it groups, breadth first."""
+    out = [call.excinfo.value] if call is not None and call.excinfo is not None else []
+    for exc in out:  # grows while it is read
+        out.extend(getattr(exc, "exceptions", None) or [])
     return out
+
+
+def leaves(call: Any) -> list[BaseException]:
+    return [exc for exc in _raised(call) if not getattr(exc, "exceptions", None)]
 
 
 def classify(leaf: BaseException, target_files: tuple[str, ...]) -> tuple[str, set[str]]:
@@ -160,13 +152,8 @@ def _traceback(exc: BaseException, limit: int = 4000) -> str:
 
 def counterexamples(call: Any, text: str) -> list[str]:
     """Hypothesis' minimal failing examples: from the exception notes, else the report text."""
-    found: list[str] = []
-    stack = [call.excinfo.value] if call is not None and call.excinfo is not None else []
-    while stack:
-        exc = stack.pop(0)
-        stack.extend(getattr(exc, "exceptions", None) or [])
-        for note in getattr(exc, "__notes__", None) or []:
-            found.extend(_FALSIFYING.findall(note))
+    found = [example for exc in _raised(call) for note in getattr(exc, "__notes__", None) or []
+             for example in _FALSIFYING.findall(note)]
     if not found:
         plain = "\n".join(re.sub(r"^E {0,7}", "", line) for line in text.splitlines())
         found = _FALSIFYING.findall(plain)

@@ -1,8 +1,7 @@
-"""Every hypothesis strategy of the suite, in one module (configs, batches, bad inputs).
+"""The suite's hypothesis strategies: configs, batches, the mask form.
 
-Cases are small frozen records whose repr is what hypothesis prints as the minimal
-counterexample: sizes, lengths, dtype and seed, never the arrays themselves. Arrays are
-materialized on demand from the record, deterministically.
+Cases are small frozen records whose repr is the minimal counterexample hypothesis prints
+(sizes, lengths, dtype, seed); their arrays are built from them on demand, deterministically.
 """
 
 from __future__ import annotations
@@ -44,11 +43,8 @@ class Batch:
         so that row copies are checked bit for bit (R-ROW-1)."""
         rng = np.random.default_rng(self.seed)
         dt = np.dtype(self.dtype)
-        canonical = (
-            canonical_batch(list(self.lengths), list(self.trail), self.dtype)
-            if self.dtype in _CANONICAL
-            else None
-        )
+        canonical = (canonical_batch(list(self.lengths), list(self.trail), self.dtype)
+                     if self.dtype in _CANONICAL else None)
         out = []
         for i, length in enumerate(self.lengths):
             shape = (length, *self.trail)
@@ -96,11 +92,10 @@ buckets = st.one_of(
 min_local_rows_values = st.one_of(st.none(), st.integers(1, 40), st.integers(1, 600))
 
 
-# Features a config may draw, each behind the capability of the same name (protocol.CAPABILITIES).
+# Features a config may draw, each behind the capability of the same name.
 CONFIG_FEATURES = ("bucket", "min_local_rows")
-# max_num_seqs as drawn by `configs`: above any batch the strategies draw (64 sequences, plus the
-# padding segment), so every config is valid with every batch; `pack_cases` and `fit_static`
-# then bring it down to the batch (B, B + 1 under tail='segment', plus a little slack).
+# max_num_seqs as `configs` draws it: valid with any batch drawn (64 sequences and the padding
+# segment); `fit_static` brings it down to the batch.
 SAFE_MAX_NUM_SEQS = 66
 
 
@@ -134,9 +129,8 @@ def conventions(draw: st.DrawFn, *, caps: frozenset[str] | None = None,
                 seq_align: st.SearchStrategy[str] | None = None,
                 static: bool | None = None,
                 labels: st.SearchStrategy[str] | None = None) -> dict[str, Any]:
-    """The convention fields (spec 1.1, 1.2) among the values the target supports. A field whose
-    only supported value is the spec default is left out (a target of spec 1.0 sees the config
-    it always saw); one the target packs in a fixed non-default way is always named."""
+    """The convention fields (spec 1.1, 1.2) among the values the target supports; a field whose
+    only supported value is the default is left out (a 1.0 target sees a 1.0 config)."""
     has = (lambda cap: True) if caps is None else caps.__contains__
     out: dict[str, Any] = {}
     for key, given in (("tail", tail), ("seq_align", seq_align), ("labels", labels)):
@@ -170,14 +164,9 @@ def configs(
     static: bool | None = None,
     labels: st.SearchStrategy[str] | None = None,
 ) -> dict[str, Any]:
-    """PackConfig keyword arguments.
-
-    `caps` is the target's capability set: a feature it does not declare (`fp8`, `bucket`,
-    `min_local_rows`, `contiguous` at cp_size > 1, a convention value) is never drawn, even where
-    a strategy for it is passed, so a declined feature can never fail a test. `caps=None` draws
-    every feature. `contiguous_cp=False` keeps cp_size > 1 on zigzag; cp_size 1 still draws both
-    layouts. `static` (capability `static_metadata`): True always sets max_num_seqs (then
-    SAFE_MAX_NUM_SEQS, see `fit_static`), False never, None either."""
+    """PackConfig keyword arguments, never with a feature `caps` lacks (None: every feature),
+    even where a strategy for it is passed. `contiguous_cp=False` keeps cp_size > 1 on zigzag;
+    `static`: True always sets max_num_seqs, False never, None either."""
     has = (lambda cap: True) if caps is None else caps.__contains__
     if contiguous_cp is None:
         contiguous_cp = True
@@ -204,9 +193,8 @@ def configs(
     _fit_1_2(out, static, contiguous_cp)
     if out.get("labels") == "ignore":  # every dtype holds 0; pack_cases draws per dtype
         out["ignore_index"] = 0
-    # Keep the packed buffer small enough for the literal reference: a bucket coprime to the
-    # FP8 total alignment can make the modulus millions of rows (still checked, without data,
-    # by the plan-only test). Dropping the bucket keeps the rest of the draw.
+    # A bucket coprime to the FP8 total alignment can make the modulus millions of rows, too
+    # many for the literal reference (the plan-only test checks them): dropped.
     if out["bucket"] is not None and req.total_modulus(out) > MAX_MODULUS:
         out["bucket"] = None
     if caps is not None and fixed_bucket(caps) is not None:  # the target's only bucket
@@ -215,10 +203,8 @@ def configs(
 
 
 def _fit_1_2(config: dict[str, Any], static: bool | None, contiguous: bool) -> None:
-    """Keep a drawn config valid under spec 1.2's exclusions (R-ERR-14): seq_align='none' and
-    tail='tokens' only on the contiguous layout or cp = 1 (contiguous where the draw allows it,
-    else cp = 1); tail='tokens' without max_num_seqs (a static draw keeps max_num_seqs and
-    falls back to tail='segment' or 'last' where the config may name them)."""
+    """Keep a drawn config valid under R-ERR-14: seq_align='none' and tail='tokens' only on the
+    contiguous layout or cp = 1; tail='tokens' without max_num_seqs (a static draw keeps it)."""
     narrow = config.get("seq_align") == "none" or config.get("tail") == "tokens"
     if narrow and config["cp_layout"] == "zigzag" and config["cp_size"] > 1:
         if contiguous:
@@ -268,8 +254,8 @@ def fit_static(config: dict[str, Any], b: int, slack: int = 0) -> dict[str, Any]
 
 
 def convention_declined(caps: frozenset[str], config: dict[str, Any]) -> list[str]:
-    """The capabilities (or base features) the config's convention fields need that `caps`
-    lacks; values outside a field's value set are left to the rejection tests."""
+    """The capabilities the config's convention fields need that `caps` lacks (invalid values
+    are the rejection tests')."""
     out = []
     fp8 = config.get("fp8", False)
     if isinstance(fp8, str):
@@ -293,9 +279,8 @@ def convention_declined(caps: frozenset[str], config: dict[str, Any]) -> list[st
 
 
 def unknown_fields(caps: frozenset[str], config: dict[str, Any]) -> list[str]:
-    """For a config with an invalid value on purpose: the convention fields it sets that the
-    target does not implement at all (no value beyond the default, and not a fixed one), as the
-    capability that would implement them. Such a target cannot be asked to reject the value."""
+    """For a config invalid on purpose: the capabilities of the convention fields it sets that
+    the target does not implement at all (it cannot be asked to reject their values)."""
     out = []
     for key, values in CONVENTION_VALUES.items():
         if key in config and config[key] not in values:
@@ -326,9 +311,8 @@ def bucket_declined(caps: frozenset[str], config: dict[str, Any]) -> list[str]:
 
 def declined(caps: frozenset[str], config: dict[str, Any] | None = None,
              lengths: Any = None, trail: tuple[int, ...] = ()) -> list[str]:
-    """The capabilities a case uses that `caps` does not declare (pinned @examples are written
-    once for every target; a target that declines one of their features does not run them).
-    A convention field the config leaves out is the spec's default."""
+    """The capabilities a case uses that `caps` lacks (a pinned @example, written once for every
+    target, is declined by a target without one of its features)."""
     config = config or {}
     out = convention_declined(caps, config) + bucket_declined(caps, config)
     for feature in CONFIG_FEATURES:
@@ -350,8 +334,7 @@ def declined(caps: frozenset[str], config: dict[str, Any] | None = None,
 
 
 def rows_bound(seqlens: Any, config: dict[str, Any]) -> int:
-    """An upper bound on the rows a packer builds for these lengths and config (the spec's
-    formulas without the INT32_MAX check), to keep a test within a target's `max_rows`."""
+    """An upper bound on the rows a packer builds (to keep a test within `max_rows`)."""
     return req.lower_bound(seqlens, config) + req.total_modulus(config)
 
 
