@@ -1,14 +1,11 @@
 """Spec section 11's rejections as one table keyed by rule ID (run by test_rejections.py).
 
-Each row is one call: the entry point (`api`), its input (built when the row runs, so the
-target's base config and its own scalars can be used), the class the spec expects (None: a
-valid look-alike, accepted with the reference's result) and what the message must name: a
-field ("a|b": either word), a number, or an offending object (`Named`: its type or its repr).
-A row is filed under the rule a failure of it disproves; `also` adds rules to charge with it,
-`cites` rules it is about without deciding them (a wrong class is R-ERR-*, not R-IN-3).
-The rows of the other input forms (flat values, the mask form, unpack, foreign types, verl's
-mask entry points) are in rejection_forms.py; `rows()` gives both.
-tests/conformance/test_rejection_table.py checks every row with an oracle against the reference.
+Each row is one call: the entry point (`api`), its input (built from the target's base config
+when the row runs), the class the spec expects (None: a valid look-alike, accepted) and what
+the message must name: a field ("a|b": either word), a number, or an object (`Named`). A row is
+filed under the rule its failure disproves; `also` adds rules to charge, `cites` rules it is
+about without deciding them. rejection_forms.py holds the other input forms' rows; `rows()`
+gives both; tests/conformance/test_rejection_table.py checks every row against the reference.
 """
 
 from __future__ import annotations

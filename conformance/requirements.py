@@ -1,10 +1,7 @@
 """The spec's alignment and total requirements as plain formulas, per convention.
 
-Written from the spec's text (sections 2 and 3, spec 1.1's R-ALIGN-5, R-FP8-1, R-TAIL-1, spec
-1.2's R-ALIGN-6, R-TAIL-3, R-TOTAL-7), not
-from `reference/`, so that the oracle-free tests (test_invariants.py, test_minimal_total.py)
-judge the reference too. Configs are the suite's keyword dicts, valid ones only; absent fields
-are the spec's defaults.
+Written from the spec's text, not from `reference/`, so that the oracle-free tests judge the
+reference too. Configs are the suite's keyword dicts, valid ones; absent fields are defaults.
 """
 
 from __future__ import annotations
@@ -107,11 +104,3 @@ def lower_bound(lengths: Sequence[int], config: Mapping[str, Any]) -> int:
     s = padded_sum(lengths, config)
     mlr = config.get("min_local_rows")
     return max(s, int(config.get("cp_size", 1)) * int(mlr)) if mlr is not None else s
-
-
-def expected_total(lengths: Sequence[int], config: Mapping[str, Any]) -> int:
-    """T: the smallest multiple of M at least N (R-TOTAL-4), or fixed_total (R-TOTAL-7)."""
-    fixed = config.get("fixed_total")
-    if fixed is not None:
-        return int(fixed)
-    return ceil_to(lower_bound(lengths, config), total_modulus(config))

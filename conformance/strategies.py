@@ -253,9 +253,12 @@ def fit_static(config: dict[str, Any], b: int, slack: int = 0) -> dict[str, Any]
     return {**config, "max_num_seqs": b + reserve + slack}
 
 
-def convention_declined(caps: frozenset[str], config: dict[str, Any]) -> list[str]:
-    """The capabilities the config's convention fields need that `caps` lacks (invalid values
-    are the rejection tests')."""
+def declined(caps: frozenset[str], config: dict[str, Any] | None = None,
+             lengths: Any = None, trail: tuple[int, ...] = ()) -> list[str]:
+    """The capabilities a case uses that `caps` lacks (a pinned @example, written once for every
+    target, is declined by a target without one of its features); invalid values are left to
+    the rejection tests."""
+    config = config or {}
     out = []
     fp8 = config.get("fp8", False)
     if isinstance(fp8, str):
@@ -275,6 +278,24 @@ def convention_declined(caps: frozenset[str], config: dict[str, Any]) -> list[st
         out.append("static_metadata")
     if config.get("fixed_total") is not None and "fixed_total" not in caps:
         out.append("fixed_total")
+    fixed = fixed_bucket(caps)  # a target that always pads to one bucket: no other one
+    if fixed is not None and config.get("bucket") != fixed:
+        out.append(f"bucket={fixed}")
+    for feature in CONFIG_FEATURES:
+        if config.get(feature) not in (None, False) and feature not in caps:
+            out.append(feature)
+    if (config.get("cp_layout") == "contiguous" and int(config.get("cp_size", 1)) > 1
+            and "contiguous" not in caps):
+        out.append("contiguous")
+    if int(config.get("tp_size", 1)) > 1 and "tensor_parallel" not in caps:
+        out.append("tensor_parallel")
+    if (config.get("cp_layout", "zigzag") == "zigzag" and int(config.get("cp_size", 1)) > 1
+            and "zigzag" not in caps):
+        out.append("zigzag")
+    if lengths is not None and "zero_length" not in caps and any(int(n) == 0 for n in lengths):
+        out.append("zero_length")
+    if trail and "trailing_dims" not in caps:
+        out.append("trailing_dims")
     return out
 
 
@@ -300,37 +321,6 @@ def unknown_fields(caps: frozenset[str], config: dict[str, Any]) -> list[str]:
     if "ignore_index" in config and "labels_ignore" not in caps:
         out.append("labels_ignore")
     return sorted(set(out))
-
-
-def bucket_declined(caps: frozenset[str], config: dict[str, Any]) -> list[str]:
-    """`bucket=N` where the target always pads to bucket N and the config asks for another
-    bucket or none (a name no target declares, so the case is declined)."""
-    fixed = fixed_bucket(caps)
-    return [] if fixed is None or config.get("bucket") == fixed else [f"bucket={fixed}"]
-
-
-def declined(caps: frozenset[str], config: dict[str, Any] | None = None,
-             lengths: Any = None, trail: tuple[int, ...] = ()) -> list[str]:
-    """The capabilities a case uses that `caps` lacks (a pinned @example, written once for every
-    target, is declined by a target without one of its features)."""
-    config = config or {}
-    out = convention_declined(caps, config) + bucket_declined(caps, config)
-    for feature in CONFIG_FEATURES:
-        if config.get(feature) not in (None, False) and feature not in caps:
-            out.append(feature)
-    if (config.get("cp_layout") == "contiguous" and int(config.get("cp_size", 1)) > 1
-            and "contiguous" not in caps):
-        out.append("contiguous")
-    if int(config.get("tp_size", 1)) > 1 and "tensor_parallel" not in caps:
-        out.append("tensor_parallel")
-    if (config.get("cp_layout", "zigzag") == "zigzag" and int(config.get("cp_size", 1)) > 1
-            and "zigzag" not in caps):
-        out.append("zigzag")
-    if lengths is not None and "zero_length" not in caps and any(int(n) == 0 for n in lengths):
-        out.append("zero_length")
-    if trail and "trailing_dims" not in caps:
-        out.append("trailing_dims")
-    return out
 
 
 def rows_bound(seqlens: Any, config: dict[str, Any]) -> int:

@@ -41,22 +41,36 @@ OFFSET_FORMS: dict[str, tuple[int, int, bool]] = {
 }
 
 
+def padded(seqs: list[np.ndarray], s: int, cols: Any) -> tuple[np.ndarray, np.ndarray]:
+    """impl's mask form in NumPy (every dtype): `[B, s, *trail]` values, junk bytes off the
+    mask, and the bool mask whose row i is True on the columns `cols(i, L_i)`."""
+    x = np.empty((len(seqs), s, *seqs[0].shape[1:]), dtype=seqs[0].dtype)
+    x.view(np.uint8)[...] = 0xA5
+    mask = np.zeros((len(seqs), s), dtype=bool)
+    for i, seq in enumerate(seqs):
+        mask[i, cols(i, seq.shape[0])] = True
+        x[i, cols(i, seq.shape[0])] = seq
+    return x, mask
+
+
+def scattered(i: int, n: int) -> np.ndarray:
+    """Every other column, starting at 0 or 1 by row."""
+    return np.arange(n) * 2 + (i % 2)
+
+
 def offset_form(form: str, seqs: list[np.ndarray]) -> tuple[torch.Tensor, dict[str, Any]]:
     """The batch as `[B, S, *trail]` values and a bool mask, views at OFFSET_FORMS' offsets;
     one run per row (at the end, the start or the middle of the row) or every other column."""
     mask_at, values_at, runs = OFFSET_FORMS[form]
-    b, trail = len(seqs), seqs[0].shape[1:]
+    b = len(seqs)
     longest = max(x.shape[0] for x in seqs)
     s = -(-((longest if runs else 2 * longest) + 1) // 8) * 8
-    x = np.empty((b, s, *trail), dtype=seqs[0].dtype)
-    x.view(np.uint8)[...] = 0xA5
-    mask = np.zeros((b, s), dtype=bool)
-    for i, seq in enumerate(seqs):
-        n = seq.shape[0]
+
+    def run(i: int, n: int) -> np.ndarray:
         first = (s - n, 0, (s - n) // 2)[i % 3]
-        cols = np.arange(first, first + n) if runs else np.arange(n) * 2 + (i % 2)
-        mask[i, cols] = True
-        x[i, cols] = seq
+        return np.arange(first, first + n)
+
+    x, mask = padded(seqs, s, run if runs else scattered)
     values = np.empty(values_at + x.size + 8, dtype=x.dtype)
     values.view(np.uint8)[...] = 0xA5
     values[values_at:values_at + x.size] = x.reshape(-1)

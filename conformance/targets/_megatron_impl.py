@@ -299,8 +299,10 @@ def packed_preprocess(values: np.ndarray, mask: np.ndarray, config: Config, cp_r
     return rows.numpy(), params_dict(params)
 
 
-def _packed_post(rows: np.ndarray, cu_padded: np.ndarray, mask: np.ndarray, config: Config,
-                 cp_rank: int, group: Any) -> tuple[np.ndarray, np.ndarray | None]:
+def packed_distributed(rows: np.ndarray, cu_padded: np.ndarray, mask: np.ndarray,
+                       config: Config, cp_rank: int, group: Any
+                       ) -> tuple[np.ndarray, np.ndarray | None]:
+    """postprocess_packed_seqs over a process group (R-MEG-9), with R-MEG-3's gradient."""
     from impl import megatron
 
     cfg = _full(config)
@@ -344,11 +346,4 @@ def packed_gathered(shards: list[np.ndarray], cu_padded: np.ndarray, mask: np.nd
     `shards` over the CP group only (R-MEG-9)."""
     group = _CPGroup()
     with _answered_gather(shards, cp_rank, group):
-        return _packed_post(shards[cp_rank], cu_padded, mask, config, cp_rank, group)
-
-
-def packed_distributed(rows: np.ndarray, cu_padded: np.ndarray, mask: np.ndarray,
-                       config: Config, cp_rank: int, group: Any
-                       ) -> tuple[np.ndarray, np.ndarray | None]:
-    """postprocess_packed_seqs over a live process group (R-MEG-9)."""
-    return _packed_post(rows, cu_padded, mask, config, cp_rank, group)
+        return packed_distributed(shards[cp_rank], cu_padded, mask, config, cp_rank, group)

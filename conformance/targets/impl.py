@@ -94,19 +94,10 @@ def to_form(form: str, seqs: list[np.ndarray]) -> tuple[Any, dict[str, Any]]:
 
 
 def padded_with_mask(seqs: list[np.ndarray], left: bool) -> tuple[Any, dict[str, Any]]:
-    """impl's mask form: a padded `[B, S, *trail]` tensor (junk bytes off the mask) and a bool
-    mask whose row i selects sequence i, left-aligned or scattered (every other column,
-    alternating the start); S leaves room for both. Built in NumPy (every dtype)."""
-    b, trail = len(seqs), seqs[0].shape[1:]
+    """impl's mask form, each row left-padded or scattered (S leaves room for both)."""
     s = 2 * max(x.shape[0] for x in seqs) + 1
-    x = np.empty((b, s, *trail), dtype=seqs[0].dtype)
-    x.view(np.uint8)[...] = 0xA5
-    mask = np.zeros((b, s), dtype=bool)
-    for i, seq in enumerate(seqs):
-        n = seq.shape[0]
-        cols = np.arange(s - n, s) if left else np.arange(n) * 2 + (i % 2)
-        mask[i, cols] = True
-        x[i, cols] = seq
+    x, mask = _impl_native.padded(seqs, s, (lambda i, n: np.arange(s - n, s)) if left
+                                  else _impl_native.scattered)
     return torch.from_numpy(x), {"mask": torch.from_numpy(mask)}
 
 
