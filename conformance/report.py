@@ -57,13 +57,10 @@ def entry(nodeid: str, cited: list[str], report: Any, call: Any,
     text = report.longreprtext
     out["counterexamples"] = counterexamples(call, text)
     out["message"] = failure_message(call, text)
-    verdicts = [classify(leaf, target_files) for leaf in leaves(call)]
-    violated: set[str] = set()
-    for kind, rules in verdicts:
-        if kind == "rule":
-            violated |= rules or set(cited)
-    faults = [(kind, leaf) for (kind, _), leaf in zip(verdicts, leaves(call), strict=True)
-              if kind in ("target-error", "error")]
+    verdicts = [(*classify(leaf, target_files), leaf) for leaf in leaves(call)]
+    violated = {rule for kind, rules, _ in verdicts if kind == "rule"
+                for rule in rules or cited}
+    faults = [(kind, leaf) for kind, _, leaf in verdicts if kind != "rule"]
     if faults:
         out["tracebacks"] = [_traceback(leaf) for _, leaf in faults]
     if violated:
