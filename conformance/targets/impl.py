@@ -228,7 +228,7 @@ class ImplTarget:
         return {k: getattr(cfg, k) for k in
                 ("tp_size", "cp_size", "cp_layout", "fp8", "bucket", "min_local_rows")}
 
-    # impl/megatron.py's adapter (conformance/targets/_megatron_impl.py; optional.py says what
+    # impl/megatron.py's adapter (conformance/targets/_megatron_impl.py; protocol.METHODS says what
     # each method does)
     megatron_preprocess_as_is = _megatron("preprocess_as_is")
     megatron_preprocess_with_params = _megatron("preprocess_with_params")
