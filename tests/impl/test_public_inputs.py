@@ -1,0 +1,162 @@
+"""impl's public API under inputs a trainer can pass beyond the protocol's plain arrays.
+
+Autograd through a flat `values` + `lengths=` batch and through a nested tensor, a broadcast
+(stride-0) values buffer past 2**31 rows, config fields given as NumPy or tensor scalars and int
+subclasses, `lengths=` together with `mask=`, and a `PackedSeqParams` of an older megatron-core
+(no padded offsets) handed back to the postprocess. Expected values come from the spec's rules
+(each real token once across the ranks, R-ROW-1; padding rows carry no data, R-ROW-2), not from
+impl's own output, except where a test checks that two input forms agree.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import impl
+
+CONFIGS = [
+    impl.PackConfig(),
+    impl.PackConfig(tp_size=2, cp_size=2),
+    impl.PackConfig(cp_size=2, cp_layout="contiguous", bucket=16),
+]
+
+
+def _token_counts(lengths: list[int], need_roll: bool) -> torch.Tensor:
+    """How often each token is read into a real row over all ranks (R-ROW-1, R-ROLL-1): once,
+    and under `need_roll` every token but a sequence's first (row j holds token j + 1)."""
+    counts = []
+    for n in lengths:
+        counts += [0 if need_roll and j == 0 else 1 for j in range(n)]
+    return torch.tensor(counts, dtype=torch.float32)
+
+
+@pytest.mark.rules("R-IN-1", "R-ROW-1", "R-ROW-2")
+@pytest.mark.parametrize("config", CONFIGS, ids=["cp1", "zigzag-tp2-cp2", "contiguous-bucket"])
+@pytest.mark.parametrize("need_roll", [False, True])
+def test_flat_values_with_lengths_backpropagate(config: impl.PackConfig, need_roll: bool) -> None:
+    """Flat values that require grad + `lengths=`: the rows are the no-grad pack's, and the
+    gradient of their sum is 1 on every token read into a real row, 0 elsewhere (R-ROW-1/2)."""
+    lengths = [3, 0, 5, 6]
+    x = torch.arange(2 * sum(lengths), dtype=torch.float32).reshape(-1, 2).requires_grad_()
+    loss = torch.zeros(())
+    for rank in range(config.cp_size):
+        rows, pos, _ = impl.pack_thd(x, config, rank, lengths=lengths, need_roll=need_roll,
+                                     pad_value=-1.0)
+        with torch.no_grad():
+            want, want_pos, _ = impl.pack_thd(x, config, rank, lengths=lengths,
+                                              need_roll=need_roll, pad_value=-1.0)
+        assert torch.equal(rows.detach(), want) and torch.equal(pos, want_pos)
+        loss = loss + rows.sum()
+    loss.backward()
+    assert x.grad is not None
+    assert torch.equal(x.grad, _token_counts(lengths, need_roll)[:, None].expand(-1, 2))
+
+
+@pytest.mark.rules("R-IN-1", "R-ROW-1")
+@pytest.mark.parametrize("config", CONFIGS[1:], ids=["zigzag-tp2-cp2", "contiguous-bucket"])
+def test_nested_leaf_that_requires_grad_gets_its_gradient(config: impl.PackConfig) -> None:
+    """A nested tensor built with `requires_grad=True` is itself the leaf: after a rolled pack
+    its `.grad` holds 1 on every token read into a real row (R-ROW-1, R-ROLL-1)."""
+    lengths = [4, 1, 7]
+    seqs = [torch.arange(n, dtype=torch.float32) + 10 * k for k, n in enumerate(lengths)]
+    nt = torch.nested.nested_tensor(seqs, layout=torch.jagged, requires_grad=True)
+    loss = sum(impl.pack_thd(nt, config, r, need_roll=True)[0].sum()
+               for r in range(config.cp_size))
+    assert isinstance(loss, torch.Tensor)
+    loss.backward()
+    assert nt.grad is not None
+    got = torch.cat(list(nt.grad.unbind()))
+    assert torch.equal(got, _token_counts(lengths, True))
+
+
+@pytest.mark.rules("R-IN-6", "R-ROW-1", "R-POS-2")
+def test_broadcast_values_past_int32_rows_with_autograd() -> None:
+    """A stride-0 values buffer of 2**31 + 8 rows that requires grad, read through a nested
+    tensor with gaps: the sequence past row 2**31 is gathered, not an index wrapped to int32."""
+    base = torch.tensor([0.0, 5.0], requires_grad=True)
+    values = base[1:].expand(2**31 + 8)  # no memory: every row is base[1]
+    offsets = torch.tensor([0, 2**31, 2**31 + 8])
+    nt = torch.nested.nested_tensor_from_jagged(values, offsets=offsets,
+                                                lengths=torch.tensor([3, 8]))
+    rows, pos, plan = impl.pack_thd(nt, impl.PackConfig(tp_size=2), 0, pad_value=-1.0)
+    assert plan.seqlens.tolist() == [3, 8] and plan.total == 12
+    assert rows.tolist() == [5.0] * 3 + [-1.0] + [5.0] * 8
+    assert pos.tolist() == [0, 1, 2, 3, *range(8)]
+
+
+INT_FIELDS = ("tp_size", "cp_size", "bucket", "min_local_rows", "max_num_seqs", "ignore_index")
+
+
+class _Count(int):
+    """A trainer's own int subclass (e.g. a config system's typed integer)."""
+
+
+class bool_(int):  # noqa: N801 - named like NumPy's bool on purpose
+    """An int subclass that only shares its name with NumPy's bool: an integer (spec §0)."""
+
+
+@pytest.mark.rules("R-IN-3")
+@pytest.mark.parametrize("make", [np.int64, np.int32, torch.tensor, _Count, bool_],
+                         ids=["np.int64", "np.int32", "tensor-0d", "int-subclass", "named-bool_"])
+def test_config_fields_from_integer_likes_are_ints(make: Any) -> None:
+    """Integer fields given as NumPy or 0-d tensor scalars or int subclasses are stored as
+    Python ints: the config equals and hashes like one built from ints (R-IN-3)."""
+    plain: dict[str, Any] = {name: 3 for name in INT_FIELDS}
+    given: dict[str, Any] = {name: make(3) for name in INT_FIELDS}
+    config = impl.PackConfig(**given)
+    for name in INT_FIELDS:
+        assert type(getattr(config, name)) is int, name
+    assert config == impl.PackConfig(**plain)
+    assert hash(config) == hash(impl.PackConfig(**plain))
+
+
+@pytest.mark.rules("R-IN-7", "R-ERR-1")
+def test_lengths_with_mask_is_a_type_error() -> None:
+    """`lengths=` and `mask=` together raise TypeError naming both, never silently keep one."""
+    x = torch.arange(8).reshape(2, 4)
+    mask = torch.ones(2, 4, dtype=torch.bool)
+    with pytest.raises(TypeError, match="lengths= and mask="):
+        impl.pack_thd(x, impl.PackConfig(), 0, mask=mask, lengths=[4, 4])
+
+
+@dataclasses.dataclass
+class _ParamsWithoutPadded:
+    """A PackedSeqParams of megatron-core before the padded offsets (0.7-0.9): no such field."""
+
+    qkv_format: Any = None
+    cu_seqlens_q: Any = None
+    cu_seqlens_kv: Any = None
+    max_seqlen_q: Any = None
+    max_seqlen_kv: Any = None
+
+
+@pytest.mark.rules("R-MEG-3", "R-MEG-4", "R-MEG-9")
+def test_postprocess_reads_params_without_padded_offsets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An older PackedSeqParams lacks `cu_seqlens_q_padded` (R-MEG-4 leaves it out): both
+    postprocesses read `cu_seqlens_q` instead and rebuild the batch (R-MEG-3, R-MEG-9)."""
+    pytest.importorskip("megatron.core")
+    from megatron.core import packed_seq_params, parallel_state
+
+    from impl import megatron as adapter
+
+    for name, value in (("get_tensor_model_parallel_world_size", 1),
+                        ("get_context_parallel_world_size", 1), ("get_context_parallel_rank", 0)):
+        monkeypatch.setattr(parallel_state, name, lambda value=value: value)
+    monkeypatch.setattr(packed_seq_params, "PackedSeqParams", _ParamsWithoutPadded)
+    seqs = [torch.arange(n, dtype=torch.float32) + 10 * k for k, n in enumerate([3, 5])]
+    nt = torch.nested.nested_tensor(seqs, layout=torch.jagged)
+    rows, params, _ = adapter.preprocess_thd_engine(nt)
+    assert not hasattr(params, "cu_seqlens_q_padded")
+    out = adapter.postprocess_thd_engine(rows, params, nt, 2)
+    assert [t.tolist() for t in out.unbind()] == [s.tolist() for s in seqs]
+    x = torch.arange(12, dtype=torch.float32).reshape(2, 6)
+    mask = torch.tensor([[1, 1, 1, 0, 0, 0], [0, 1, 1, 1, 1, 0]], dtype=torch.bool)
+    rows, params = adapter.preprocess_packed_seqs(x, mask)
+    assert not hasattr(params, "cu_seqlens_q_padded")
+    back = adapter.postprocess_packed_seqs(rows, params, mask, 2, 6)
+    assert torch.equal(back, torch.where(mask, x, 0.0))
