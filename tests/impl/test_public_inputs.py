@@ -160,3 +160,27 @@ def test_postprocess_reads_params_without_padded_offsets(monkeypatch: pytest.Mon
     assert not hasattr(params, "cu_seqlens_q_padded")
     back = adapter.postprocess_packed_seqs(rows, params, mask, 2, 6)
     assert torch.equal(back, torch.where(mask, x, 0.0))
+
+
+def _forged(plan: impl.Plan, dtype: torch.dtype) -> impl.Plan:
+    """The same plan with its arrays in another integer dtype (a plan built by the caller)."""
+    return impl.Plan(plan.seqlens.to(dtype), plan.seqlens_padded.to(dtype),
+                     plan.cu_seqlens.to(dtype), plan.cu_seqlens_padded.to(dtype),
+                     plan.max_seqlen, plan.total, plan.local_rows, plan.num_seqs)
+
+
+@pytest.mark.rules("R-LABEL-3", "R-SHARD-1", "R-SHARD-3")
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int16, torch.uint8, torch.uint16])
+@pytest.mark.parametrize("cp_size", [1, 2])
+def test_loss_mask_of_a_plan_in_any_integer_dtype(dtype: torch.dtype, cp_size: int) -> None:
+    """loss_mask reads a plan's values, whatever the integer dtype of its arrays: True exactly at
+    real rows with a next token of their own sequence (R-LABEL-3), zero-length sequences kept."""
+    config = impl.PackConfig(tp_size=2 // cp_size, cp_size=cp_size, cp_layout="contiguous")
+    plan = _forged(impl.plan_thd([3, 0, 5, 1, 0], config), dtype)
+    # A = 2: padded lengths [4, 0, 6, 2, 0], total 12; contiguous ranks split the buffer in halves.
+    want = [1, 1, 0, 0] + [1, 1, 1, 1, 0, 0] + [0, 0]
+    rows = 12 // cp_size
+    for rank in range(cp_size):
+        got = impl.loss_mask(plan, config, rank)
+        assert got.dtype == torch.bool
+        assert got.tolist() == [bool(v) for v in want[rank * rows:(rank + 1) * rows]]
