@@ -39,8 +39,7 @@ def _token_counts(lengths: list[int], need_roll: bool) -> torch.Tensor:
 @pytest.mark.parametrize("config", CONFIGS, ids=["cp1", "zigzag-tp2-cp2", "contiguous-bucket"])
 @pytest.mark.parametrize("need_roll", [False, True])
 def test_flat_values_with_lengths_backpropagate(config: impl.PackConfig, need_roll: bool) -> None:
-    """Flat values that require grad + `lengths=`: the rows are the no-grad pack's, and the
-    gradient of their sum is 1 on every token read into a real row, 0 elsewhere (R-ROW-1/2)."""
+    """Autograd through flat values + `lengths=`: same rows, grad 1 per real read (R-ROW-1/2)."""
     lengths = [3, 0, 5, 6]
     x = torch.arange(2 * sum(lengths), dtype=torch.float32).reshape(-1, 2).requires_grad_()
     loss = torch.zeros(())
@@ -60,8 +59,7 @@ def test_flat_values_with_lengths_backpropagate(config: impl.PackConfig, need_ro
 @pytest.mark.rules("R-IN-1", "R-ROW-1")
 @pytest.mark.parametrize("config", CONFIGS[1:], ids=["zigzag-tp2-cp2", "contiguous-bucket"])
 def test_nested_leaf_that_requires_grad_gets_its_gradient(config: impl.PackConfig) -> None:
-    """A nested tensor built with `requires_grad=True` is itself the leaf: after a rolled pack
-    its `.grad` holds 1 on every token read into a real row (R-ROW-1, R-ROLL-1)."""
+    """A nested leaf that requires grad gets 1 per token read into a row (R-ROW-1, R-ROLL-1)."""
     lengths = [4, 1, 7]
     seqs = [torch.arange(n, dtype=torch.float32) + 10 * k for k, n in enumerate(lengths)]
     nt = torch.nested.nested_tensor(seqs, layout=torch.jagged, requires_grad=True)
@@ -76,8 +74,7 @@ def test_nested_leaf_that_requires_grad_gets_its_gradient(config: impl.PackConfi
 
 @pytest.mark.rules("R-IN-6", "R-ROW-1", "R-POS-2")
 def test_broadcast_values_past_int32_rows_with_autograd() -> None:
-    """A stride-0 values buffer of 2**31 + 8 rows that requires grad, read through a nested
-    tensor with gaps: the sequence past row 2**31 is gathered, not an index wrapped to int32."""
+    """A stride-0 buffer past 2**31 rows (autograd, nested with gaps) is gathered (R-IN-6)."""
     base = torch.tensor([0.0, 5.0], requires_grad=True)
     values = base[1:].expand(2**31 + 8)  # no memory: every row is base[1]
     offsets = torch.tensor([0, 2**31, 2**31 + 8])
@@ -104,8 +101,7 @@ class bool_(int):  # noqa: N801 - named like NumPy's bool on purpose
 @pytest.mark.parametrize("make", [np.int64, np.int32, torch.tensor, _Count, bool_],
                          ids=["np.int64", "np.int32", "tensor-0d", "int-subclass", "named-bool_"])
 def test_config_fields_from_integer_likes_are_ints(make: Any) -> None:
-    """Integer fields given as NumPy or 0-d tensor scalars or int subclasses are stored as
-    Python ints: the config equals and hashes like one built from ints (R-IN-3)."""
+    """Integer-like config fields are stored as ints: equal and hash like ints (R-IN-3)."""
     plain: dict[str, Any] = {name: 3 for name in INT_FIELDS}
     given: dict[str, Any] = {name: make(3) for name in INT_FIELDS}
     config = impl.PackConfig(**given)
@@ -117,7 +113,7 @@ def test_config_fields_from_integer_likes_are_ints(make: Any) -> None:
 
 @pytest.mark.rules("R-IN-7", "R-ERR-1")
 def test_lengths_with_mask_is_a_type_error() -> None:
-    """`lengths=` and `mask=` together raise TypeError naming both, never silently keep one."""
+    """`lengths=` with `mask=` raises TypeError naming both (R-IN-7, R-ERR-1)."""
     x = torch.arange(8).reshape(2, 4)
     mask = torch.ones(2, 4, dtype=torch.bool)
     with pytest.raises(TypeError, match="lengths= and mask="):
@@ -137,8 +133,7 @@ class _ParamsWithoutPadded:
 
 @pytest.mark.rules("R-MEG-3", "R-MEG-4", "R-MEG-9")
 def test_postprocess_reads_params_without_padded_offsets(monkeypatch: pytest.MonkeyPatch) -> None:
-    """An older PackedSeqParams lacks `cu_seqlens_q_padded` (R-MEG-4 leaves it out): both
-    postprocesses read `cu_seqlens_q` instead and rebuild the batch (R-MEG-3, R-MEG-9)."""
+    """Params without `cu_seqlens_q_padded` (R-MEG-4) still unpack (R-MEG-3, R-MEG-9)."""
     pytest.importorskip("megatron.core")
     from megatron.core import packed_seq_params, parallel_state
 
@@ -173,8 +168,7 @@ def _forged(plan: impl.Plan, dtype: torch.dtype) -> impl.Plan:
 @pytest.mark.parametrize("dtype", [torch.int32, torch.int16, torch.uint8, torch.uint16])
 @pytest.mark.parametrize("cp_size", [1, 2])
 def test_loss_mask_of_a_plan_in_any_integer_dtype(dtype: torch.dtype, cp_size: int) -> None:
-    """loss_mask reads a plan's values, whatever the integer dtype of its arrays: True exactly at
-    real rows with a next token of their own sequence (R-LABEL-3), zero-length sequences kept."""
+    """loss_mask of a plan in any integer dtype: True at rows with a next token (R-LABEL-3)."""
     config = impl.PackConfig(tp_size=2 // cp_size, cp_size=cp_size, cp_layout="contiguous")
     plan = _forged(impl.plan_thd([3, 0, 5, 1, 0], config), dtype)
     # A = 2: padded lengths [4, 0, 6, 2, 0], total 12; contiguous ranks split the buffer in halves.
