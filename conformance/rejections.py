@@ -302,6 +302,13 @@ for _field, (_cap, _outcomes) in CONVENTIONS.items():
             (_field,) if _cls else (), needs=("config_checks", _cap), cites=("R-IN-3",),
             rows=_value if isinstance(_value, int) and _value > INT32_MAX else 0))
 
+# A fixed total too small for the batch (R-ERR-15): [5, 3] needs 8 rows at cp 1, 12 at cp 2.
+_add("R-ERR-15", Row("fixed_total-too-small", "pack", _pack(fixed_total=4), V, ("fixed_total", 4),
+                     needs=("fixed_total",), cites=("R-TOTAL-7",)))
+_add("R-ERR-15", Row("fixed_total-too-small-plan", "plan",
+                     _fixed(seqlens=[5, 3], config={"fixed_total": 4}), V, ("fixed_total", 4),
+                     needs=("fixed_total",), cites=("R-TOTAL-7",)))
+
 # need_roll under labels='ignore': an ignore_index the batch's dtype cannot hold (R-ERR-16).
 for _dtype, _ignore, _ignore_cls in [("uint8", -100, V), ("bool", -100, V), ("int8", 300, V),
                                      ("uint8", 255, None), ("bool", 1, None)]:
