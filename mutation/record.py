@@ -1,10 +1,11 @@
 """The mutation record (RECORD.md) and the run's summary (summary.json), read back and checked.
 
 RECORD.md files every surviving mutant of impl/ under a group, `## Equivalent: ...` (no input
-of the public API tells it apart) or `## Unreachable: ...` (only an input this CPU machine
-cannot make tells it apart), with the group's argument in prose and, per mutant, its name and
-its diff. `regenerate()` rebuilds every mutant's diff from impl/ with mutmut's own generator,
-so a test can tell when a recorded name no longer is the mutant the argument is about.
+of the public API tells it apart), `## Unreachable: ...` (only an input this CPU machine
+cannot make tells it apart) or `## Open: ...` (no verdict yet, and why), with the group's
+argument in prose and, per mutant, its name and its diff. `regenerate()` rebuilds every
+mutant's diff from impl/ with mutmut's own generator, so a test can tell when a recorded name
+no longer is the mutant the argument is about.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RECORD = ROOT / "mutation" / "RECORD.md"
 SUMMARY = ROOT / "mutation" / "summary.json"
-VERDICTS = ("Equivalent", "Unreachable")
+VERDICTS = ("Equivalent", "Unreachable", "Open")
 # impl/check_vendored.py checks a user's copy; the suite never calls it, so it is not mutated.
 NOT_MUTATED = ("check_vendored.py",)
 
@@ -124,25 +125,26 @@ def read_summary(path: Path = SUMMARY) -> dict:
 
 
 def table(summary: dict, entries: list[Entry]) -> str:
-    """The record's per-file table: mutants, killed, each verdict, left, and the kill rates."""
-    survivors = set(summary["not_killed"])
-    rows = ["| file | mutants | killed | equivalent | unreachable | left | raw | "
-            "without equivalent |", "|---|---|---|---|---|---|---|---|"]
-    totals = [0] * 5
+    """The record's per-file table: mutants, killed, each verdict, left (not killed, no verdict
+    yet), not checked (a run stopped before them), and the kill rates of the checked ones."""
+    not_killed, unchecked = set(summary["not_killed"]), set(summary.get("not_checked", []))
     files = summary["mutants_per_file"]
+    rows = ["| file | mutants | killed | equivalent | unreachable | left | not checked | raw | "
+            "without equivalent |", "|---|---|---|---|---|---|---|---|---|"]
     for file in [*sorted(files), "all"]:
-        mine = [e for e in entries if file == "all" or per_file([e.name]).get(file)]
-        left = {s for s in survivors if file == "all" or per_file([s]).get(file)}
-        equivalent = sum(e.verdict == "Equivalent" for e in mine)
-        unreachable = len(mine) - equivalent
-        left -= {e.name for e in mine}
+        def mine(names: set[str]) -> set[str]:
+            return {n for n in names if file == "all" or per_file([n]).get(file)}  # noqa: B023
+
+        filed = [e for e in entries if mine({e.name}) and e.verdict != "Open"]
+        equivalent = sum(e.verdict == "Equivalent" for e in filed)
+        left = len(mine(not_killed) - {e.name for e in filed})
+        skipped = len(mine(unchecked))
         mutants = sum(files.values()) if file == "all" else files[file]
-        killed = mutants - equivalent - unreachable - len(left)
-        numbers = [mutants, killed, equivalent, unreachable, len(left)]
-        if file != "all":
-            totals = [a + b for a, b in zip(totals, numbers, strict=True)]
-        raw = killed / mutants if mutants else 1.0
-        without = killed / (mutants - equivalent) if mutants > equivalent else 1.0
+        checked = mutants - skipped
+        killed = checked - len(filed) - left
+        numbers = [mutants, killed, equivalent, len(filed) - equivalent, left, skipped]
+        raw = killed / checked if checked else 1.0
+        without = killed / (checked - equivalent) if checked > equivalent else 1.0
         label = f"**{file}**" if file == "all" else file
         rows.append(f"| {label} | " + " | ".join(f"{n:,}" for n in numbers)
                     + f" | {raw:.1%} | {without:.1%} |")
