@@ -178,3 +178,21 @@ def test_loss_mask_of_a_plan_in_any_integer_dtype(dtype: torch.dtype, cp_size: i
         got = impl.loss_mask(plan, config, rank)
         assert got.dtype == torch.bool
         assert got.tolist() == [bool(v) for v in want[rank * rows:(rank + 1) * rows]]
+
+
+@pytest.mark.rules("R-LABEL-3", "R-ERR-1", "R-ERR-4")
+def test_loss_mask_is_a_clean_bool_and_names_bad_arguments() -> None:
+    """loss_mask: bytes of 0 or 1 (a bool any consumer may reinterpret), and each bad argument
+    a typed error naming the argument and what was given."""
+    cfg = impl.PackConfig(cp_size=2, cp_layout="contiguous", seq_align="none")
+    plan = impl.plan_thd([3, 1, 2], cfg)
+    for rank in range(2):
+        assert int(impl.loss_mask(plan, cfg, rank).view(torch.uint8).max()) <= 1
+    with pytest.raises(TypeError, match=r"\bplan\b.*\bstr\b"):
+        impl.loss_mask("plan", cfg, 0)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"\bconfig\b.*\bdict\b"):
+        impl.loss_mask(plan, {}, 0)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"\bcp_rank\b"):
+        impl.loss_mask(plan, cfg, 1.0)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"plan\.total 8 .*\b2\b"):
+        impl.loss_mask(dataclasses.replace(plan, total=8), cfg, 0)
