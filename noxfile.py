@@ -171,4 +171,5 @@ def lint(session: nox.Session) -> None:
     """ruff and mypy over the project."""
     session.install("-e", ".[test,lint]")  # mypy sees the real pytest, hypothesis, megatron types
     session.run("ruff", "check", ".")
-    session.run("mypy", "reference", "impl", "spec", "conformance", "bench", "gpu_tests")
+    session.run("mypy", "reference", "impl", "spec", "conformance", "bench", "gpu_tests",
+                "mutation")

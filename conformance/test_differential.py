@@ -326,8 +326,9 @@ def test_loss_mask_matches_reference(seqlens: list[int], config: dict[str, Any])
     assume_declared(config=config, lengths=seqlens)
     cfg = ref_config(config)
     plan = reference.plan_thd(seqlens, cfg)
+    meta = plain_meta(plan)
     for rank in range(cfg.cp_size):
-        got = np.asarray(target().loss_mask(plain_meta(plan), dict(config), rank))
+        got = np.asarray(target().loss_mask(dict(meta), dict(config), rank))
         want = reference.loss_mask(plan, cfg, rank)
         where = f"seqlens={seqlens}, config={config}, rank {rank}"
         if got.dtype != np.bool_ or got.shape != want.shape:

@@ -32,7 +32,7 @@ NOT_MUTATED = ("check_vendored.py",)
 @dataclass(frozen=True)
 class Entry:
     name: str  # mutmut's name, e.g. impl.pack.x_pack_thd__mutmut_3
-    verdict: str  # "Equivalent" or "Unreachable"
+    verdict: str  # one of VERDICTS
     group: str  # the heading's title
     diff: str  # the changed lines, "-old" then "+new"
 
@@ -111,12 +111,16 @@ def regenerate(root: Path = ROOT) -> dict[str, str]:
     return found
 
 
+def file_of(name: str) -> str:
+    """The impl file a mutant name belongs to: impl.pack.x_f__mutmut_1 -> impl/pack.py."""
+    return "impl/" + name.split(".")[1] + ".py"
+
+
 def per_file(names: list[str] | dict[str, str]) -> dict[str, int]:
     """How many of `names` each impl file holds."""
     counts: dict[str, int] = {}
     for name in names:
-        file = "impl/" + name.split(".")[1] + ".py"
-        counts[file] = counts.get(file, 0) + 1
+        counts[file_of(name)] = counts.get(file_of(name), 0) + 1
     return counts
 
 
@@ -132,13 +136,12 @@ def table(summary: dict, entries: list[Entry]) -> str:
     rows = ["| file | mutants | killed | equivalent | unreachable | left | not checked | raw | "
             "without equivalent |", "|---|---|---|---|---|---|---|---|---|"]
     for file in [*sorted(files), "all"]:
-        def mine(names: set[str]) -> set[str]:
-            return {n for n in names if file == "all" or per_file([n]).get(file)}  # noqa: B023
-
-        filed = [e for e in entries if mine({e.name}) and e.verdict != "Open"]
+        scope = {n for n in not_killed | unchecked | {e.name for e in entries}
+                 if file in ("all", file_of(n))}
+        filed = [e for e in entries if e.name in scope and e.verdict != "Open"]
         equivalent = sum(e.verdict == "Equivalent" for e in filed)
-        left = len(mine(not_killed) - {e.name for e in filed})
-        skipped = len(mine(unchecked))
+        left = len((not_killed & scope) - {e.name for e in filed})
+        skipped = len(unchecked & scope)
         mutants = sum(files.values()) if file == "all" else files[file]
         checked = mutants - skipped
         killed = checked - len(filed) - left

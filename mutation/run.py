@@ -39,9 +39,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from mutation.record import NOT_MUTATED, SUMMARY, per_file, read_record  # noqa: E402
+from mutation.record import NOT_MUTATED, ROOT, SUMMARY, per_file, read_record  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 COPY = ("impl", "reference", "conformance", "spec", "tests", "pyproject.toml")
 # The suite on impl, and impl's own tests (torch-native inputs no protocol method carries).
 SETUP_CFG = """[mutmut]

@@ -11,7 +11,7 @@ import reference
 from ..protocol import Config, Declared, Meta, Packed, plain_meta, plan_fields
 
 
-def _plan_from_meta(meta: Meta) -> Any:
+def plan_from_meta(meta: Meta) -> Any:
     return reference.Plan(**plan_fields(meta, lambda a: np.asarray(a, dtype=np.int32)))
 
 
@@ -55,7 +55,7 @@ class ReferenceTarget:
         config_obj: Any = None,
     ) -> Any:
         return reference.unpack_thd(
-            shards, _plan_from_meta(meta) if plan is None else plan,
+            shards, plan_from_meta(meta) if plan is None else plan,
             reference.PackConfig(**config) if config_obj is None else config_obj)
 
     def native_scalar(self, value: bool | int | float) -> Any:
@@ -65,11 +65,11 @@ class ReferenceTarget:
         return plain_meta(reference.plan_thd(seqlens, reference.PackConfig(**config)))
 
     def loss_mask(self, meta: Meta, config: Config, cp_rank: int) -> np.ndarray:
-        return reference.loss_mask(_plan_from_meta(meta), reference.PackConfig(**config), cp_rank)
+        return reference.loss_mask(plan_from_meta(meta), reference.PackConfig(**config), cp_rank)
 
     def unpack(self, shards: list[np.ndarray], meta: Meta, config: Config) -> list[np.ndarray]:
         return list(
-            reference.unpack_thd(shards, _plan_from_meta(meta), reference.PackConfig(**config))
+            reference.unpack_thd(shards, plan_from_meta(meta), reference.PackConfig(**config))
         )
 
     def resolve_engine_config(self, **flags: Any) -> Config:

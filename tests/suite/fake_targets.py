@@ -12,7 +12,7 @@ import numpy as np
 
 import reference
 from conformance.protocol import VALIDATION, Declared, Packed, plain_meta
-from conformance.targets.reference import ReferenceTarget
+from conformance.targets.reference import ReferenceTarget, plan_from_meta
 
 # Labels and pad values; the validation tests (R-ERR-*) are not these targets' subject.
 CORE = frozenset({"need_roll", "pad_value"})
@@ -267,6 +267,5 @@ class LastTokenLossMaskTarget(ReferenceTarget):
 
     def loss_mask(self, meta: dict[str, Any], config: dict[str, Any], cp_rank: int
                   ) -> np.ndarray:
-        plan = reference.plan_thd(list(meta["seqlens"]), reference.PackConfig(**config))
-        cfg = reference.PackConfig(**config)
-        return np.array([s.real for s in reference.row_map(plan, cfg, cp_rank)], dtype=bool)
+        rows = reference.row_map(plan_from_meta(meta), reference.PackConfig(**config), cp_rank)
+        return np.array([s.real for s in rows], dtype=bool)
