@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from .config import LAYOUTS, PackConfig
+from .config import INT32_MAX, LAYOUTS, PackConfig
 from .masked import check_mask, check_masked, mask_lengths, mask_positions
 from .pack import check_batch, check_pad_value, pack_batch
 from .plan import check_num_seqs, host_lengths, plan_with_host
@@ -127,6 +127,18 @@ def _cp_info(mpu: Any, local_cp_size: int | None, group: Any = None) -> tuple[in
             )
         group = get_groups(group_size=local_cp_size)
     return local_cp_size, torch.distributed.get_rank(group=group), group
+
+
+def _padded_total(cu_padded_host: torch.Tensor, cp: int) -> int:
+    """The params' padded total, their last padded offset: at most INT32_MAX (R-TOTAL-6,
+    R-ERR-8) and a multiple of cp, checked before any output is gathered."""
+    total = int(cu_padded_host[-1])
+    if total > INT32_MAX:
+        raise ValueError(f"padded total {total} in cu_seqlens_q_padded exceeds "
+                         f"INT32_MAX={INT32_MAX}")
+    if total % cp != 0:
+        raise ValueError(f"padded total {total} is not divisible by cp_size={cp}")
+    return total
 
 
 def preprocess_thd_engine(
@@ -248,10 +260,8 @@ def postprocess_thd_engine(
         if cu_padded_host.numel() != max_num_seqs + 1:
             raise ValueError(f"cu_seqlens_q_padded has {cu_padded_host.numel()} entries, "
                              f"max_num_seqs={max_num_seqs} needs {max_num_seqs + 1}")
-    total = int(cu_padded_host[-1])
+    total = _padded_total(cu_padded_host, cp)
     cu_padded_host = cu_padded_host[: batch_size + 1]  # zero-length entries past B: no rows
-    if total % cp != 0:
-        raise ValueError(f"padded total {total} is not divisible by cp_size={cp}")
     if output.dim() < 2 or output.shape[0] != 1:
         raise ValueError(f"output must be [1, R, *trail], got shape {tuple(output.shape)}")
     if cp > 1:
@@ -334,9 +344,7 @@ def postprocess_packed_seqs(
     if cu_padded_host.numel() != batch_size + 1:
         raise ValueError(f"cu_seqlens_q_padded has {cu_padded_host.numel()} entries, "
                          f"batch_size={batch_size} needs {batch_size + 1}")
-    total = int(cu_padded_host[-1])
-    if total % cp != 0:
-        raise ValueError(f"padded total {total} is not divisible by cp_size={cp}")
+    total = _padded_total(cu_padded_host, cp)
     if cp > 1:
         gathered = [torch.empty_like(output) for _ in range(cp)]
         torch.distributed.all_gather(gathered, output.detach(),

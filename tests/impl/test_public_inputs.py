@@ -157,6 +157,37 @@ def test_postprocess_reads_params_without_padded_offsets(monkeypatch: pytest.Mon
     assert torch.equal(back, torch.where(mask, x, 0.0))
 
 
+@pytest.mark.rules("R-TOTAL-6", "R-ERR-8")
+@pytest.mark.parametrize("entry", ["postprocess_thd_engine", "postprocess_packed_seqs"])
+def test_postprocess_rejects_a_forged_total_past_int32(monkeypatch: pytest.MonkeyPatch,
+                                                       entry: str) -> None:
+    """Params whose padded total exceeds INT32_MAX are a ValueError naming the total, even when
+    the output (stride 0) has that many rows and could be unpacked."""
+    pytest.importorskip("megatron.core")
+    from megatron.core import parallel_state
+
+    from impl import megatron as adapter
+
+    for name, value in (("get_tensor_model_parallel_world_size", 1),
+                        ("get_context_parallel_world_size", 1), ("get_context_parallel_rank", 0)):
+        monkeypatch.setattr(parallel_state, name, lambda value=value: value)
+    total = 2**31 + 8
+    x = torch.arange(12, dtype=torch.float32).reshape(2, 6)
+    mask = torch.tensor([[1, 1, 1, 0, 0, 0], [0, 1, 1, 1, 1, 1]], dtype=torch.bool)
+    nt = torch.nested.nested_tensor([x[0, :3], x[1, 1:]], layout=torch.jagged)
+    if entry == "postprocess_thd_engine":
+        _, params, _ = adapter.preprocess_thd_engine(nt)
+    else:
+        _, params = adapter.preprocess_packed_seqs(x, mask)
+    params.cu_seqlens_q_padded = torch.tensor([0, 3, total])  # int64: int32 cannot hold it
+    output = torch.zeros(1, 1).expand(1, total)  # [1, R] of R = total rows, no memory
+    with pytest.raises(ValueError, match=rf"padded total {total} .*INT32_MAX"):
+        if entry == "postprocess_thd_engine":
+            adapter.postprocess_thd_engine(output, params, nt, 2)
+        else:
+            adapter.postprocess_packed_seqs(output, params, mask, 2, 6)
+
+
 def _forged(plan: impl.Plan, dtype: torch.dtype) -> impl.Plan:
     """The same plan with its arrays in another integer dtype (a plan built by the caller)."""
     return impl.Plan(plan.seqlens.to(dtype), plan.seqlens_padded.to(dtype),
