@@ -88,10 +88,19 @@ def _description(subject: Any) -> str:
     return str(getattr(subject, "description", None) or subject.name)
 
 
+_SUITE = Path(__file__).resolve().parent
+
+
+def _in_suite(item: pytest.Item) -> bool:
+    """A test of this suite, not one of another folder collected in the same run (the mutation
+    runner runs the suite and tests/impl/ together)."""
+    return Path(str(item.path)).resolve().is_relative_to(_SUITE)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Every test names the rules it checks (or is a meta test): untraceable tests are errors."""
-    missing = [item.nodeid for item in items
-               if not _item_rules(item) and item.get_closest_marker("meta") is None]
+    missing = [item.nodeid for item in items if _in_suite(item)
+               and not _item_rules(item) and item.get_closest_marker("meta") is None]
     if missing:
         raise pytest.UsageError("tests without @pytest.mark.rules(...): " + ", ".join(missing))
 
@@ -123,6 +132,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     """The report entry, computed where the test ran (an xdist worker too) and carried to the
     controller in `user_properties`."""
     rep = yield
+    if not _in_suite(item):
+        return rep
     report.clean_skip(rep)
     rules = _item_rules(item)
     no_positions = positions_declined() if rep.when == "call" else None

@@ -202,8 +202,13 @@ def main() -> int:
         chosen = sorted(random.Random(args.seed).sample(everything,
                                                         min(args.sample, len(everything))))
         print(f"checking a random sample of {len(chosen)} of {len(everything)} mutants")
-    _mutmut(work, *run_args, *chosen)
+    ran = _mutmut(work, *run_args, *chosen)
     statuses = _statuses(work)
+    if ran.returncode != 0 or all(st == "not checked" for st in statuses.values()):
+        # e.g. the unmutated tests failed or did not collect: nothing was judged, and the
+        # committed summary must not be overwritten by an empty one.
+        print(f"mutmut run failed (exit {ran.returncode}); nothing written")
+        return 1
     if chosen:
         statuses = {name: statuses.get(name, "not checked") for name in chosen}
     counts: dict[str, int] = {}

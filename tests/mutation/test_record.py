@@ -68,3 +68,27 @@ def test_record_files_every_mutant_the_run_did_not_kill() -> None:
 
 def test_record_table_is_the_summarys() -> None:
     assert table(read_summary(), read_record()) in RECORD.read_text()
+
+
+def test_the_runners_pytest_command_collects(tmp_path: Path) -> None:
+    """mutmut runs the suite and tests/impl/ in one pytest command (mutation/run.py's SETUP_CFG):
+    it must collect both, or every mutant goes unchecked."""
+    import configparser
+    import subprocess
+    import sys
+
+    from mutation import run
+
+    cfg = configparser.ConfigParser()
+    cfg.read_string(run.SETUP_CFG)
+    selection = cfg["mutmut"]["pytest_add_cli_args_test_selection"].split()
+    args = [a for a in cfg["mutmut"]["pytest_add_cli_args"].split()
+            if not a.startswith("--report-dir")]
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", *selection, *args,
+         f"--report-dir={tmp_path}"],
+        cwd=run.ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    collected = proc.stdout.splitlines()
+    assert any(t.startswith("conformance/") for t in collected)
+    assert any(t.startswith("tests/impl/") for t in collected)
