@@ -111,6 +111,27 @@ def regenerate(root: Path = ROOT) -> dict[str, str]:
     return found
 
 
+def renumbered(entries: list[Entry], mutants: dict[str, str]) -> dict[str, str | None]:
+    """For each entry whose name no longer has its stored diff (impl edited, mutmut renumbered
+    the function's mutants): the one mutant of the same function that has it now, or None
+    (gone, or several share that diff: file it again by hand)."""
+    out: dict[str, str | None] = {}
+    for e in entries:
+        if mutants.get(e.name) == e.diff:
+            continue
+        function = re.sub(r"__mutmut_\d+$", "", e.name)
+        same = [n for n, d in mutants.items()
+                if d == e.diff and re.sub(r"__mutmut_\d+$", "", n) == function]
+        out[e.name] = same[0] if len(same) == 1 else None
+    return out
+
+
+def rename(text: str, mapping: dict[str, str]) -> str:
+    """RECORD.md's text with each listed `old` name replaced by its new one, in one pass."""
+    return re.sub(r"(?m)^- `(impl\.[^`]+__mutmut_\d+)`",
+                  lambda m: f"- `{mapping.get(m.group(1), m.group(1))}`", text)
+
+
 def file_of(name: str) -> str:
     """The impl file a mutant name belongs to: impl.pack.x_f__mutmut_1 -> impl/pack.py."""
     return "impl/" + name.split(".")[1] + ".py"
@@ -152,3 +173,12 @@ def table(summary: dict, entries: list[Entry]) -> str:
         rows.append(f"| {label} | " + " | ".join(f"{n:,}" for n in numbers)
                     + f" | {raw:.1%} | {without:.1%} |")
     return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    # `python -m mutation.record`: rename the records whose mutants mutmut renumbered, and list
+    # those it cannot place (their mutant is gone or ambiguous).
+    moved = renumbered(read_record(), regenerate())
+    RECORD.write_text(rename(RECORD.read_text(), {o: n for o, n in moved.items() if n}))
+    for old_name, new_name in sorted(moved.items()):
+        print(f"{old_name} -> {new_name or 'NOT FOUND: file it again'}")

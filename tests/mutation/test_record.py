@@ -16,6 +16,8 @@ from mutation.record import (
     read_record,
     read_summary,
     regenerate,
+    rename,
+    renumbered,
     table,
 )
 
@@ -92,3 +94,19 @@ def test_the_runners_pytest_command_collects(tmp_path: Path) -> None:
     collected = proc.stdout.splitlines()
     assert any(t.startswith("conformance/") for t in collected)
     assert any(t.startswith("tests/impl/") for t in collected)
+
+
+def test_renumbered_records_follow_their_diff() -> None:
+    entries = [Entry("impl.pack.x_f__mutmut_2", "Equivalent", "g", "-a\n+b"),
+               Entry("impl.pack.x_f__mutmut_3", "Equivalent", "g", "-c\n+d"),
+               Entry("impl.pack.x_g__mutmut_1", "Open", "h", "-e\n+f")]
+    now = {"impl.pack.x_f__mutmut_1": "-z\n+y", "impl.pack.x_f__mutmut_3": "-a\n+b",
+           "impl.pack.x_f__mutmut_4": "-c\n+d", "impl.pack.x_h__mutmut_1": "-e\n+f"}
+    moved = renumbered(entries, now)
+    # x_g's mutant is gone (another function's same diff does not count)
+    assert moved == {"impl.pack.x_f__mutmut_2": "impl.pack.x_f__mutmut_3",
+                     "impl.pack.x_f__mutmut_3": "impl.pack.x_f__mutmut_4",
+                     "impl.pack.x_g__mutmut_1": None}
+    text = "- `impl.pack.x_f__mutmut_2`\n- `impl.pack.x_f__mutmut_3`\n"
+    assert rename(text, {k: v for k, v in moved.items() if v}) == (
+        "- `impl.pack.x_f__mutmut_3`\n- `impl.pack.x_f__mutmut_4`\n")
