@@ -559,6 +559,13 @@ def segment_batch(seqs: Sequence[np.ndarray], zero_length: str = "keep") -> list
     return kept or list(seqs[:1])
 
 
+def segment_lengths(lengths: Sequence[int], zero_length: str = "keep") -> list[int]:
+    """`segment_batch` on lengths alone."""
+    if zero_length != "omit":
+        return list(lengths)
+    return [n for n in lengths if n] or list(lengths[:1])
+
+
 def check_pack(seqs: Sequence[np.ndarray], outputs: Sequence[Any], config: Mapping[str, Any],
                *, need_roll: bool = False, pad_value: Any = 0,
                zero_length: str = "keep") -> None:

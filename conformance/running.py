@@ -13,7 +13,8 @@ import numpy as np
 
 import reference
 
-from .protocol import Packed
+from .contract import segment_batch
+from .protocol import Packed, zero_length_of
 from .strategies import PackCase
 from .under_test import RuleViolation, TargetError, as_tuple, note_no_positions, target
 
@@ -34,6 +35,10 @@ def ref_config(config: dict[str, Any]) -> Any:
 
 
 def run_reference(case: PackCase, seqs: list[np.ndarray]) -> list[RankResult]:
+    """The reference's pack on every rank, of the sequences the target's segments stand for:
+    where it declares zero-length omitted, the non-empty ones (R-META-8). Their rows are the
+    batch's (an empty sequence has none); their plan counts B' entries, as the target's must."""
+    seqs = segment_batch(seqs, zero_length_of(target()))
     cfg = ref_config(case.config)
     out = []
     for rank in range(case.cp_size):

@@ -22,7 +22,8 @@ from .compare import (
     meta_mismatches,
     outcome,
 )
-from .protocol import plain_meta
+from .contract import segment_lengths
+from .protocol import plain_meta, zero_length_of
 from .running import (
     RankResult,
     call_target,
@@ -149,12 +150,14 @@ def test_plan_only_large_lengths_match_reference(seqlens: list[int], config: dic
         if max(seqlens) > np.iinfo(dtype).max:
             dtype = "int64"
         seqlens = np.asarray(seqlens, dtype=dtype)  # type: ignore[assignment]
+    # The plan of the sequences the target's segments stand for (R-META-8)
+    segments = segment_lengths([int(n) for n in seqlens], zero_length_of(target()))
     want = outcome(lambda: reference.plan_thd(seqlens, ref_config(config)))
     got = outcome(lambda: target().plan(seqlens, dict(config)))
     check_same_rejection(want, got, f"plan({seqlens}, {config})")
     if want is None:
         problems = meta_mismatches(target().plan(seqlens, dict(config)),
-                                   reference.plan_thd(seqlens, ref_config(config)))
+                                   reference.plan_thd(segments, ref_config(config)))
         assert not problems, "; ".join(problems)
 
 

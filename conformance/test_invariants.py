@@ -14,6 +14,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from . import requirements as req
+from .contract import segment_lengths
+from .protocol import zero_length_of
 from .running import call_target, readable_output
 from .strategies import configs, fit_static, lengths
 from .under_test import RuleViolation, assume_declared, caps, prop_settings, target
@@ -133,6 +135,9 @@ def test_alignment_and_smallest_total(case: tuple[tuple[int, ...], dict[str, Any
     lens, config = case
     assume_declared(config=config, lengths=lens)
     rows, _, meta = _pack(_encoded(lens), config, 0, lens)
+    # The entries stand for the non-empty sequences where the target declares zero-length
+    # omitted (R-META-8: B' for B); an empty sequence adds nothing to S or the total.
+    lens = tuple(segment_lengths(lens, zero_length_of(target())))
     a, m = req.sequence_align(config), req.total_modulus(config)
     cu = np.asarray(meta["cu_seqlens_padded"], dtype=np.int64)
     padded = np.asarray(meta.get("seqlens_padded", np.diff(cu)), dtype=np.int64)

@@ -23,7 +23,9 @@ from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 from . import gloo, model
+from .contract import segment_batch
 from .model_checks import check_runs
+from .protocol import zero_length_of
 from .running import run_target_packed
 from .strategies import Batch, PackCase, configs, pack_cases
 from .under_test import (
@@ -37,11 +39,15 @@ from .under_test import (
     declined_by,
     prop_settings,
     require,
+    target,
     with_convention,
     within_rows,
 )
 
 CAPS = caps()
+# The sequences the target's segments stand for: the non-empty ones where it declares
+# zero-length omitted (R-META-8); the consumer and the baseline read those.
+ZERO_LENGTH = zero_length_of(target())
 SEED = 0
 TIMEOUT_S = 60
 
@@ -65,7 +71,8 @@ _CP1 = pack_cases(
 
 @functools.lru_cache(maxsize=64)
 def _baseline(lengths: tuple[int, ...], seed: int) -> model.Baseline:
-    return model.baseline(model.build_model(SEED), model.token_batch(lengths, seed))
+    segs = segment_batch(model.token_batch(lengths, seed), ZERO_LENGTH)
+    return model.baseline(model.build_model(SEED), segs)
 
 
 def _shards(case: PackCase, seqs: list[np.ndarray]) -> list[model.Shard]:
@@ -101,8 +108,9 @@ def _cp1(case: PackCase, consumer: str) -> None:
     if consumer == "position_ids" and shards[0].pos is None:
         decline(POSITIONS, NO_POSITIONS)  # R-MODEL-1 through position ids needs them
     layout = str(case.config.get("cp_layout", "zigzag"))
-    run = model.run_rank(model.build_model(SEED), shards, seqs, 1, layout, 0, consumer)
-    check_runs(_baseline(case.batch.lengths, case.batch.seed), [run], shards, seqs, 1, layout,
+    segs = segment_batch(seqs, ZERO_LENGTH)
+    run = model.run_rank(model.build_model(SEED), shards, segs, 1, layout, 0, consumer)
+    check_runs(_baseline(case.batch.lengths, case.batch.seed), [run], shards, segs, 1, layout,
                consumer)
 
 
@@ -233,7 +241,8 @@ def cp_outcomes(request: pytest.FixtureRequest,
         consumers = ["thd"] + (["thd_position_ids"] if shards[0].pos is not None else [])
         outcomes[cid] = []
         for consumer in consumers:
-            items.append({"id": cid, "cp": case.cp_size, "consumer": consumer, "seqs": seqs,
+            items.append({"id": cid, "cp": case.cp_size, "consumer": consumer,
+                          "seqs": segment_batch(seqs, ZERO_LENGTH),
                           "layout": str(case.config.get("cp_layout", "zigzag")),
                           "shards": shards})
     if items:
@@ -255,8 +264,8 @@ def test_model_context_parallel(cid: str, cp_outcomes: dict[str, Any]) -> None:
     outcome = cp_outcomes[cid]
     if isinstance(outcome, BaseException):
         raise outcome
-    seqs = model.token_batch(case.batch.lengths, case.batch.seed)
+    segs = segment_batch(model.token_batch(case.batch.lengths, case.batch.seed), ZERO_LENGTH)
     base = _baseline(case.batch.lengths, case.batch.seed)
     for consumer, shards, runs in outcome:
-        check_runs(base, runs, shards, seqs, case.cp_size, str(case.config["cp_layout"]),
+        check_runs(base, runs, shards, segs, case.cp_size, str(case.config["cp_layout"]),
                    consumer)

@@ -13,6 +13,8 @@ import pytest
 import reference
 
 from .compare import meta_mismatches, outcome, same_bits
+from .contract import segment_lengths
+from .protocol import zero_length_of
 from .under_test import RuleViolation, require, require_config, target, with_convention
 
 FIELDS = ("tp_size", "cp_size", "bucket", "min_local_rows")
@@ -54,7 +56,9 @@ def test_numpy_integer_sizes(config: dict[str, Any], kind: Any) -> None:
     given = _numpy_config(config, kind)
     cfg = reference.PackConfig(**config)
     for rank in range(cfg.cp_size):
-        plan = reference.plan_thd([len(s) for s in seqs], cfg)
+        # the plan of the sequences the target's segments stand for (R-META-8)
+        plan = reference.plan_thd(segment_lengths([len(s) for s in seqs],
+                                                  zero_length_of(target())), cfg)
         want_rows, want_pos, _ = target().pack(seqs, dict(config), rank)
         rows, pos, meta = target().pack(seqs, dict(given), kind(rank))
         what = f"pack(config={given}, cp_rank={kind(rank)!r})"

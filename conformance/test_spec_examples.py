@@ -13,9 +13,10 @@ import pytest
 
 from reference import segments_from_position_ids
 
+from .protocol import zero_length_of
 from .rules import spec_examples
 from .running import call_target, readable_output, valid_input_rules
-from .under_test import RuleViolation, require, require_config, target
+from .under_test import RuleViolation, decline, require, require_config, target
 
 EXAMPLES = spec_examples()
 ERRORS: dict[str, type[Exception]] = {"TypeError": TypeError, "ValueError": ValueError,
@@ -67,6 +68,9 @@ def test_spec_example(example: dict[str, Any]) -> None:
                    need_roll=bool(example.get("need_roll")), pad_value=pad_value)
     if "error" in example and set(example["rules"]) & CONFIG_CHECK_RULES:
         require("config_checks")  # a PackConfig field's rejection, not a plan's
+    if 0 in example["seqlens"] and zero_length_of(target()) == "omit":
+        decline("zero_length", "the example keeps an entry for each zero-length sequence; "
+                "the target declares them omitted (R-META-8)")
     seqs = _canonical(example["seqlens"])
     cp = int(config.get("cp_size", 1)) if isinstance(config.get("cp_size", 1), int) else 1
     if "error" in example:

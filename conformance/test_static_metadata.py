@@ -17,9 +17,11 @@ from hypothesis import strategies as st
 
 from . import requirements as req
 from .compare import check_unpack_returns_batch
+from .contract import segment_lengths
+from .protocol import zero_length_of
 from .running import META_ARRAYS, run_target
 from .strategies import Batch, PackCase, batches, configs, pack_cases
-from .under_test import RuleViolation, assume_declared, caps, needs, prop_settings
+from .under_test import RuleViolation, assume_declared, caps, needs, prop_settings, target
 
 CAPS = caps()
 _STATIC = configs(caps=CAPS, static=True)
@@ -45,7 +47,8 @@ def test_static_entries(case: PackCase) -> None:
     assume_declared(case)
     seqs = case.batch.arrays()
     got = run_target(case, seqs)
-    config, b = case.config, len(seqs)
+    config = case.config
+    b = len(segment_lengths(case.batch.lengths, zero_length_of(target())))  # B' (R-META-8)
     n = int(config["max_num_seqs"])
     segment = config.get("tail", "last") == "segment"
     for rank, result in enumerate(got):

@@ -29,9 +29,10 @@ rows and position ids are the sliced `[1, T / cp]` tensors, and so are the label
 mask where the batch's dtype is a signed integer (token ids; a label is a token id or -100).
 Conventions: sequences aligned to `cp * f` (tp is not in `pad_to_multiple_of`,
 `seq_align="cp"`), no total-level padding. Lacks: zero-length sequences (Bridge omits them from
-the metadata, spec 1.2's R-META-8, which the protocol cannot declare yet), tensor parallelism
-(nothing pads for sequence parallelism here), the contiguous layout, trailing dimensions (token
-ids `[B, S]`); no bucket, FP8, minimum rows or pad value.
+the metadata, spec 1.2's R-META-8, not declared: its bug reads lengths from token values, see
+the findings page), tensor parallelism (nothing pads for sequence parallelism here), the
+contiguous layout, trailing dimensions (token ids `[B, S]`); no bucket, FP8, minimum rows or pad
+value.
 """
 
 from __future__ import annotations

@@ -31,9 +31,9 @@ Mapping: `cu_seqlens_padded` is `PackedSeqParams.cu_seqlens_q`, `max_seqlen` its
 Conventions: `seq_align="cp"`; the total padding as one-row segments without CP (spec 1.2's
 `tail="tokens"`) and as `2 * cp`-row segments with CP, which no spec value names yet. Lacks:
 zero-length sequences (an encoded sample always has tokens; the collator drops an empty one
-from the metadata, spec 1.2's "zero-length omitted", R-META-8, which the protocol cannot
-declare yet, and crashes on a batch of only empty ones), the contiguous layout (not wired),
-trailing dimensions (token ids); FP8 (`get_padding_to`'s factors) and labels not wired.
+from the metadata, spec 1.2's "zero-length omitted", R-META-8, not declared since it crashes on
+a batch of only empty ones), the contiguous layout (not wired), trailing dimensions (token ids);
+FP8 (`get_padding_to`'s factors) and labels not wired.
 """
 
 from __future__ import annotations

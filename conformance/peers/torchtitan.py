@@ -25,7 +25,7 @@ batch yields no window, a longer one a second window, so no total beyond S is de
 `position_ids` = `positions`. Labels are not given: a document's last input row has EOS as its
 target (a real token of its own document), where spec 1.2's `labels="ignore"` has the ignore
 index, so they are judged on the findings page, not by the suite. Empty documents leave no row
-and no segment (zero-length omitted, R-META-8; `zero_length` lacked until declarable).
+and no segment (zero-length omitted, R-META-8; `zero_length` lacked: see `declared`).
 """
 
 from __future__ import annotations
@@ -89,9 +89,10 @@ class TorchtitanTarget:
     name = "torchtitan"
     declared = Declared(
         convention={"seq_align": "none"},
-        # zero_length: the metadata omits empty sequences (spec 1.2's "omit", R-META-8); lacked
-        # while the suite's differential and model tiers count entries as B, not B'
-        # (docs/findings), so empty sequences are not drawn rather than misread.
+        # zero_length: the metadata omits empty sequences (spec 1.2's "omit", R-META-8, which the
+        # suite reads); lacked: the stream makes no window from a batch of only empty documents, and
+        # outside the contract tier's named degenerate cases that blocks half the rules
+        # (docs/findings).
         lacks=frozenset({"tensor_parallel", "zigzag", "contiguous", "zero_length"}),
         validated_elsewhere=frozenset({"config", "parallel_state", "batch", "need_roll_type"}),
         max_rows=1 << 20,

@@ -51,9 +51,10 @@ class TransformersTarget:
     declared = Declared(
         features=frozenset({"need_roll"}),
         convention={"seq_align": "none", "labels": "ignore"},
-        # zero_length: the metadata omits empty sequences (spec 1.2's "omit", R-META-8); lacked
-        # while the suite's differential and model tiers count entries as B, not B'
-        # (docs/findings), so empty sequences are not drawn rather than misread.
+        # zero_length: the metadata omits empty sequences (spec 1.2's "omit", R-META-8, which the
+        # suite reads); lacked: the collator refuses the batch of only empty examples by name, and
+        # outside the contract tier's named degenerate cases that blocks half the rules
+        # (docs/findings).
         lacks=frozenset({"tensor_parallel", "zigzag", "contiguous", "zero_length"}),
         validated_elsewhere=frozenset({"config", "parallel_state", "batch", "need_roll_type"}),
         max_rows=1 << 20,

@@ -80,9 +80,9 @@ class VeOmniTarget:
     name = "veomni"
     declared = Declared(
         features=frozenset({"fixed_total", "need_roll"}),
-        # zero_length: the metadata omits empty sequences (spec 1.2's "omit", R-META-8); lacked
-        # while the suite's differential and model tiers count entries as B, not B'
-        # (docs/findings), so empty sequences are not drawn rather than misread.
+        # zero_length: the metadata omits empty sequences (spec 1.2's "omit", R-META-8, which the
+        # suite reads); lacked: the collator crashes on any empty example, and outside the contract
+        # tier's named degenerate cases that blocks half the rules (docs/findings).
         lacks=frozenset({"tensor_parallel", "zigzag", "contiguous", "zero_length"}),
         convention={"tail": "segment", "seq_align": "none", "labels": "ignore"},
         validated_elsewhere=frozenset({"config", "parallel_state", "batch", "need_roll_type"}),

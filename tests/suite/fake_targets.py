@@ -95,7 +95,7 @@ class ConventionBugsTarget(ReferenceTarget):
         wrong = self._wrong(config)
         got = super().pack(seqs, wrong, cp_rank, need_roll=need_roll, pad_value=pad_value)
         rows, pos, meta = got.rows, got.position_ids, got.meta
-        if config.get("tail") == "segment":
+        if config.get("tail") == "segment" and pos is not None:
             plan = reference.plan_thd([int(n) for n in meta["seqlens"][:len(seqs)]],
                                       reference.PackConfig(**wrong))
             rmap = reference.row_map(plan, reference.PackConfig(**wrong), cp_rank)
@@ -269,3 +269,33 @@ class LastTokenLossMaskTarget(ReferenceTarget):
                   ) -> np.ndarray:
         rows = reference.row_map(plan_from_meta(meta), reference.PackConfig(**config), cp_rank)
         return np.array([s.real for s in rows], dtype=bool)
+
+
+class OmittingTarget(ReferenceTarget):
+    """The reference packing only the non-empty sequences (an all-empty batch: its first),
+    declaring zero-length omitted (spec R-META-8): B' segments, rows unchanged. No unpack (from
+    B' segments it cannot place the empty sequences, R-CONSUMER-13), no mask form."""
+
+    name = "omitting"
+    description = "tests/suite: the reference, zero-length sequences omitted from the metadata"
+    declared = Declared(features=ReferenceTarget.declared.features,
+                        convention={"zero_length": "omit"})
+    unpack = distributed_unpack = pack_masked = None
+
+    def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,
+             pad_value: Any = 0) -> Packed:
+        kept = [s for s in seqs if len(s)] or list(seqs[:1])
+        return super().pack(kept, config, cp_rank, need_roll=need_roll, pad_value=pad_value)
+
+    def plan(self, seqlens: Any, config: dict[str, Any]) -> dict[str, Any]:
+        kept = [int(n) for n in seqlens if n] or [int(n) for n in seqlens[:1]]
+        return super().plan(kept, config)
+
+
+class KeepsButDeclaresOmitTarget(ReferenceTarget):
+    """The reference (B segments, empty ones included) declaring zero-length omitted."""
+
+    name = "keeps-declares-omit"
+    description = "tests/suite: the reference declaring zero-length omitted, keeping them"
+    declared = OmittingTarget.declared
+    unpack = distributed_unpack = None

@@ -1,0 +1,34 @@
+"""A declared zero-length-omitted convention (spec R-META-8) reaches every tier that counts
+segments: the differential tier's reference, the invariants' entry counts, the plan and the
+model tier's sequences read B' non-empty sequences for B, so an omitting packer passes, and one
+that declares the convention but keeps empty sequences fails."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .test_capability_gating import run_suite
+
+TESTS = ("conformance/test_differential.py::test_zero_length_sequences_match_reference",
+         "conformance/test_differential.py::test_plan_only_large_lengths_match_reference",
+         "conformance/test_invariants.py::test_alignment_and_smallest_total",
+         "conformance/test_model.py::test_model_thd",
+         "conformance/test_model.py::test_model_context_parallel")
+
+
+def _statuses(report: dict) -> dict[str, str]:
+    return {t["test"].split("::")[-1]: t["status"] for t in report["tests"]}
+
+
+def test_an_omitting_packer_passes(tmp_path: Path) -> None:
+    report = run_suite("fake_targets:OmittingTarget", tmp_path, *TESTS)
+    statuses = _statuses(report)
+    assert set(statuses.values()) == {"pass"}, statuses
+    assert statuses["test_zero_length_sequences_match_reference"] == "pass"
+
+
+def test_keeping_empty_sequences_under_a_declared_omit_fails(tmp_path: Path) -> None:
+    report = run_suite("fake_targets:KeepsButDeclaresOmitTarget", tmp_path, *TESTS[:3])
+    statuses = _statuses(report)
+    assert statuses["test_zero_length_sequences_match_reference"] == "fail", statuses
+    assert report["rules"]["R-META-1"]["status"] == "fail", report["rules"]["R-META-1"]
