@@ -16,6 +16,20 @@ def _expected(values: torch.Tensor, mask: torch.Tensor) -> list[torch.Tensor]:
     return [values[i][mask[i]] for i in range(values.shape[0])]
 
 
+@pytest.mark.rules("R-IN-7")
+def test_runs_read_their_start_from_the_byte() -> None:
+    """Runs whose length equals the count of 8-byte words they touch (one entry inside a word,
+    two across a word boundary): the start is the run's first byte, not its first word's."""
+    s = 16
+    mask = torch.zeros(3, s, dtype=torch.bool)
+    mask[0, 5] = mask[1, 7] = mask[1, 8] = mask[2, 13] = True
+    values = torch.arange(3 * s, dtype=torch.int64).reshape(3, s) + 100
+    rows, _, plan = impl.pack_thd(values, impl.PackConfig(), 0, mask=mask)
+    got = [rows[int(plan.cu_seqlens_padded[i]):][:int(plan.seqlens[i])].tolist()
+           for i in range(3)]
+    assert got == [t.tolist() for t in _expected(values, mask)]
+
+
 @pytest.mark.parametrize("positions", [
     [0, 1, 2, 3, 4, 11],  # first in word 0, last at byte 3 of word 1: span 12, count 6
     [0, 15], [2, 3, 9], [7, 8], [5], list(range(16)), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 14],
