@@ -43,6 +43,9 @@ from mutation.record import NOT_MUTATED, ROOT, SUMMARY, per_file, read_record  #
 
 COPY = ("impl", "reference", "conformance", "spec", "tests", "pyproject.toml")
 # The suite on impl, and impl's own tests (torch-native inputs no protocol method carries).
+# mutmut runs the tests once in its own process, then forks a child per mutant: a real process
+# group made in that first run is inherited by every child, which then hangs joining its
+# threads, so the one test that makes one is deselected (like the suite's distributed check).
 SETUP_CFG = """[mutmut]
 source_paths = impl/
 pytest_add_cli_args_test_selection =
@@ -63,6 +66,7 @@ pytest_add_cli_args =
     --deselect=conformance/test_distributed.py
     --deselect=conformance/test_model.py
     --deselect=tests/impl/test_vendoring.py
+    --deselect=tests/impl/test_megatron.py::test_real_single_process_group
     --report-dir=mutation-reports
 """
 GOAL = 0.95
