@@ -158,11 +158,12 @@ def test_postprocess_reads_params_without_padded_offsets(monkeypatch: pytest.Mon
 
 
 @pytest.mark.rules("R-TOTAL-6", "R-ERR-8")
+@pytest.mark.parametrize("total", [2**31 - 1, 2**31 + 8], ids=["int32-max", "past-int32"])
 @pytest.mark.parametrize("entry", ["postprocess_thd_engine", "postprocess_packed_seqs"])
-def test_postprocess_rejects_a_forged_total_past_int32(monkeypatch: pytest.MonkeyPatch,
-                                                       entry: str) -> None:
+def test_postprocess_takes_a_forged_total_up_to_int32_max(monkeypatch: pytest.MonkeyPatch,
+                                                          entry: str, total: int) -> None:
     """Params whose padded total exceeds INT32_MAX are a ValueError naming the total, even when
-    the output (stride 0) has that many rows and could be unpacked."""
+    the output (stride 0) has that many rows and could be unpacked; INT32_MAX itself unpacks."""
     pytest.importorskip("megatron.core")
     from megatron.core import parallel_state
 
@@ -171,7 +172,6 @@ def test_postprocess_rejects_a_forged_total_past_int32(monkeypatch: pytest.Monke
     for name, value in (("get_tensor_model_parallel_world_size", 1),
                         ("get_context_parallel_world_size", 1), ("get_context_parallel_rank", 0)):
         monkeypatch.setattr(parallel_state, name, lambda value=value: value)
-    total = 2**31 + 8
     x = torch.arange(12, dtype=torch.float32).reshape(2, 6)
     mask = torch.tensor([[1, 1, 1, 0, 0, 0], [0, 1, 1, 1, 1, 1]], dtype=torch.bool)
     nt = torch.nested.nested_tensor([x[0, :3], x[1, 1:]], layout=torch.jagged)
@@ -179,13 +179,19 @@ def test_postprocess_rejects_a_forged_total_past_int32(monkeypatch: pytest.Monke
         _, params, _ = adapter.preprocess_thd_engine(nt)
     else:
         _, params = adapter.preprocess_packed_seqs(x, mask)
-    params.cu_seqlens_q_padded = torch.tensor([0, 3, total])  # int64: int32 cannot hold it
-    output = torch.zeros(1, 1).expand(1, total)  # [1, R] of R = total rows, no memory
-    with pytest.raises(ValueError, match=rf"padded total {total} .*INT32_MAX"):
+    params.cu_seqlens_q_padded = torch.tensor([0, 3, total])  # int64: int32 cannot hold all
+    output = torch.ones(1, 1).expand(1, total)  # [1, R] of R = total rows, no memory
+
+    def post() -> torch.Tensor:
         if entry == "postprocess_thd_engine":
-            adapter.postprocess_thd_engine(output, params, nt, 2)
-        else:
-            adapter.postprocess_packed_seqs(output, params, mask, 2, 6)
+            return adapter.postprocess_thd_engine(output, params, nt, 2).values()
+        return adapter.postprocess_packed_seqs(output, params, mask, 2, 6)[mask]
+
+    if total > 2**31 - 1:
+        with pytest.raises(ValueError, match=rf"padded total {total} .*INT32_MAX"):
+            post()
+    else:
+        assert post().tolist() == [1.0] * 8  # the 3 + 5 real rows, read from the output
 
 
 def _forged(plan: impl.Plan, dtype: torch.dtype) -> impl.Plan:
