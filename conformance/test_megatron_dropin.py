@@ -71,6 +71,9 @@ def check_slots(case: PackCase, seqs: list[np.ndarray], rank: int, rows: np.ndar
 @example(PackCase(config={}, batch=Batch((1, 0)), need_roll=True))
 @example(PackCase(config={}, batch=Batch((0, 0)), need_roll=True))
 @example(PackCase(config={"bucket": 8}, batch=Batch((3, 0)), need_roll=True))
+@example(PackCase(config={}, batch=Batch((0, 3)), need_roll=True))  # a leading empty sequence
+# zigzag cp = 2, rank 1: the second chunk ends on the last real token (L = P - c), id L - 1
+@example(PackCase(config={"cp_size": 2}, batch=Batch((6,)), need_roll=True))
 @given(pack_cases(caps=CAPS, config=configs(caps=CAPS, contiguous_cp=_has_cp_partition_mode()),
                   batch=batches(max_batch=8, budget=200, caps=CAPS)))
 def test_verl_slot_values(case: PackCase) -> None:
