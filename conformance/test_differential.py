@@ -131,6 +131,7 @@ def test_plan_any_config_matches_reference(case: PackCase) -> None:
 @example([2**31 - 1], {}, "list")  # the largest total that fits int32
 @example([2**31 - 2, 1], {}, "ndarray-int64")
 @example([2**31 - 1, 1], {}, "tuple")  # one row too many
+@example([3], {"fixed_total": 2**31 - 1}, "list")  # the largest fixed total (R-ERR-14)
 @given(
     st.lists(st.integers(0, 2**28), min_size=1, max_size=8),
     configs(caps=CAPS),

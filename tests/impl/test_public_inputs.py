@@ -109,6 +109,8 @@ def test_config_fields_from_integer_likes_are_ints(make: Any) -> None:
         assert type(getattr(config, name)) is int, name
     assert config == impl.PackConfig(**plain)
     assert hash(config) == hash(impl.PackConfig(**plain))
+    fixed = impl.PackConfig(fixed_total=make(3))  # exclusive with bucket: on its own
+    assert type(fixed.fixed_total) is int and fixed == impl.PackConfig(fixed_total=3)
 
 
 @pytest.mark.rules("R-IN-7", "R-ERR-1")
