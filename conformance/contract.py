@@ -549,21 +549,19 @@ def check_unpack(seqs: Sequence[np.ndarray], unpacked: Any) -> None:
 # ----------------------------------------------------------------------------------------------
 
 
-def segment_batch(seqs: Sequence[np.ndarray], zero_length: str = "keep") -> list[np.ndarray]:
+def segment_batch(seqs: Sequence[Any], zero_length: str = "keep") -> list[Any]:
     """The sequences the segments stand for: the batch, or under a declared zero-length-omitted
     convention its non-empty sequences in order (R-META-8, R-CONSUMER-14). A batch of empty
     sequences alone keeps its first, which claims no row."""
     if zero_length != "omit":
         return list(seqs)
-    kept = [s for s in seqs if s.shape[0]]
+    kept = [s for s in seqs if len(s)]
     return kept or list(seqs[:1])
 
 
 def segment_lengths(lengths: Sequence[int], zero_length: str = "keep") -> list[int]:
-    """`segment_batch` on lengths alone."""
-    if zero_length != "omit":
-        return list(lengths)
-    return [n for n in lengths if n] or list(lengths[:1])
+    """`segment_batch` on lengths alone (a `range` stands for each sequence: no data)."""
+    return [len(r) for r in segment_batch([range(int(n)) for n in lengths], zero_length)]
 
 
 def check_pack(seqs: Sequence[np.ndarray], outputs: Sequence[Any], config: Mapping[str, Any],

@@ -152,7 +152,7 @@ def test_plan_only_large_lengths_match_reference(seqlens: list[int], config: dic
             dtype = "int64"
         seqlens = np.asarray(seqlens, dtype=dtype)  # type: ignore[assignment]
     # The plan of the sequences the target's segments stand for (R-META-8)
-    segments = segment_lengths([int(n) for n in seqlens], zero_length_of(target()))
+    segments = segment_lengths(seqlens, zero_length_of(target()))
     want = outcome(lambda: reference.plan_thd(seqlens, ref_config(config)))
     got = outcome(lambda: target().plan(seqlens, dict(config)))
     check_same_rejection(want, got, f"plan({seqlens}, {config})")

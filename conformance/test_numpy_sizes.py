@@ -13,7 +13,7 @@ import pytest
 import reference
 
 from .compare import meta_mismatches, outcome, same_bits
-from .contract import segment_lengths
+from .contract import segment_batch
 from .protocol import zero_length_of
 from .under_test import RuleViolation, require, require_config, target, with_convention
 
@@ -57,8 +57,8 @@ def test_numpy_integer_sizes(config: dict[str, Any], kind: Any) -> None:
     cfg = reference.PackConfig(**config)
     for rank in range(cfg.cp_size):
         # the plan of the sequences the target's segments stand for (R-META-8)
-        plan = reference.plan_thd(segment_lengths([len(s) for s in seqs],
-                                                  zero_length_of(target())), cfg)
+        plan = reference.plan_thd([len(s) for s in segment_batch(seqs, zero_length_of(target()))],
+                                  cfg)
         want_rows, want_pos, _ = target().pack(seqs, dict(config), rank)
         rows, pos, meta = target().pack(seqs, dict(given), kind(rank))
         what = f"pack(config={given}, cp_rank={kind(rank)!r})"

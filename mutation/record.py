@@ -103,7 +103,7 @@ def regenerate(root: Path = ROOT) -> dict[str, str]:
             lines = mutated.code.splitlines()
             spans = mutated.line_span_by_function_name
             for mutant in mutated.mutant_names:
-                function = re.sub(r"__mutmut_\d+$", "", mutant)
+                function = function_of(mutant)
                 orig, new = (spans[name] for name in (f"{function}__mutmut_orig", mutant))
                 found[f"impl.{path.stem}.{mutant}"] = mutant_diff(
                     "\n".join(lines[orig.start:orig.end]).replace("__mutmut_orig", "", 1),
@@ -119,9 +119,8 @@ def renumbered(entries: list[Entry], mutants: dict[str, str]) -> dict[str, str |
     for e in entries:
         if mutants.get(e.name) == e.diff:
             continue
-        function = re.sub(r"__mutmut_\d+$", "", e.name)
         same = [n for n, d in mutants.items()
-                if d == e.diff and re.sub(r"__mutmut_\d+$", "", n) == function]
+                if d == e.diff and function_of(n) == function_of(e.name)]
         out[e.name] = same[0] if len(same) == 1 else None
     return out
 
@@ -130,6 +129,11 @@ def rename(text: str, mapping: dict[str, str]) -> str:
     """RECORD.md's text with each listed `old` name replaced by its new one, in one pass."""
     return re.sub(r"(?m)^- `(impl\.[^`]+__mutmut_\d+)`",
                   lambda m: f"- `{mapping.get(m.group(1), m.group(1))}`", text)
+
+
+def function_of(name: str) -> str:
+    """The mutated function a mutant name belongs to: impl.pack.x_f__mutmut_1 -> impl.pack.x_f."""
+    return re.sub(r"__mutmut_\d+$", "", name)
 
 
 def file_of(name: str) -> str:

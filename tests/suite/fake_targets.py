@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 import reference
+from conformance.contract import segment_batch, segment_lengths
 from conformance.protocol import VALIDATION, Declared, Packed, plain_meta
 from conformance.targets.reference import ReferenceTarget, plan_from_meta
 
@@ -284,12 +285,11 @@ class OmittingTarget(ReferenceTarget):
 
     def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,
              pad_value: Any = 0) -> Packed:
-        kept = [s for s in seqs if len(s)] or list(seqs[:1])
-        return super().pack(kept, config, cp_rank, need_roll=need_roll, pad_value=pad_value)
+        return super().pack(segment_batch(seqs, "omit"), config, cp_rank, need_roll=need_roll,
+                            pad_value=pad_value)
 
     def plan(self, seqlens: Any, config: dict[str, Any]) -> dict[str, Any]:
-        kept = [int(n) for n in seqlens if n] or [int(n) for n in seqlens[:1]]
-        return super().plan(kept, config)
+        return super().plan(segment_lengths(seqlens, "omit"), config)
 
 
 class KeepsButDeclaresOmitTarget(ReferenceTarget):
