@@ -32,7 +32,7 @@ _FALSIFYING = re.compile(
 _CONFORMANCE = Path(__file__).resolve().parent
 # Adapter code: a crash whose stack passes through these (or the target's own module) is the
 # target's, anything else raised in the checker is the suite's.
-_ADAPTER_DIRS = (_CONFORMANCE / "targets", _CONFORMANCE / "peers", _CONFORMANCE / "examples")
+_ADAPTER_DIRS = (_CONFORMANCE / "targets", _CONFORMANCE / "peers")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -1,1 +1,0 @@
-"""Worked examples for conformance/README.md."""
