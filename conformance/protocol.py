@@ -96,9 +96,8 @@ VALIDATION: dict[str, str] = {
 # list of arrays; `...`: `*, need_roll=False, pad_value=0`; P: Packed; an np.ndarray argument
 # becomes your array type, any other object is handed to your packer as it is):
 #   plan(seqlens, config) -> Meta;  unpack(shards: S, meta, config) -> S  (R-UNPACK-1)
-#   resolve_engine_config(**flags) -> config;  row_map(meta, config, cp_rank) -> (seq, offset,
-#       real), `local_rows` entries each, as reference.RowSource;  loss_mask(meta, config,
-#       cp_rank) -> bool [local_rows]  (R-LABEL-3)
+#   resolve_engine_config(**flags) -> config;  loss_mask(meta, config, cp_rank) -> bool
+#       [local_rows]  (R-LABEL-3)
 #   pack_as(form, seqs, config, cp_rank, ...) -> P, with attributes batch_forms (containers
 #       packed as the list is) and rejected_forms {form: (rule, word the error names)}
 #   pack_masked(values [B, S, *trail], mask [B, S], config, cp_rank, ...) -> P  (R-IN-7)
@@ -106,19 +105,13 @@ VALIDATION: dict[str, str] = {
 #   pack_float8(bits: uint8 S, dtype, config, cp_rank, *, pad_value=0) -> P, rows as uint8
 #   plan_as_is(seqlens, config), pack_as_is(seqs, config, cp_rank), unpack_as_is(shards, meta,
 #       config, *, plan=None, config_obj=None): those arguments handed over unchanged
-#   native_scalar(value) -> your 0-d array;  pack_viewed(bits, dtype, config, cp_rank), with
-#       other_dtypes {dtype: bytes per element} (R-ERR-1)
-#   pack_valueless(form, seqs, config, cp_rank, ..., on=None) -> (ArraySpec, ArraySpec, Meta),
-#       unpack_valueless(shards, meta, config, *, on=None) -> [ArraySpec],
-#       megatron_postprocess_valueless(output, meta, config) -> [ArraySpec], with attributes
-#       devices (host, valueless) and valueless_forms {form: None or the field} (R-DEV-1..3)
+#   native_scalar(value) -> your 0-d array
 #   megatron_preprocess(seqs, config, cp_rank, *, need_roll=False), the same for _kwargs,
-#       _newer(seqs, config, cp_rank, *, dynamic=False), _with_params(seqs, config, cp_rank,
-#       params_cls) -> (rows[None], PackedSeqParams fields as a dict, position_ids[None]);
+#       _with_params(seqs, config, cp_rank, params_cls) -> (rows[None], PackedSeqParams
+#       fields as a dict, position_ids[None]);
 #       megatron_preprocess_as_is(input_ids, config, cp_rank, **adapter)  (R-MEG-1..7)
 #   megatron_postprocess(output, meta, config, *, params=None, **adapter) -> S
-#   gathered_unpack(shards, meta, config, cp_rank), the same for _dynamic,
-#       distributed_unpack(rows, meta, config, cp_rank, group) -> (S, local gradient)  (R-MEG-3)
+#   distributed_unpack(rows, meta, config, cp_rank, group) -> (S, local gradient)  (R-MEG-3)
 #   packed_preprocess(values, mask, config, cp_rank) -> (rows [1, R, *trail], params dict);
 #       packed_gathered(shards, cu_padded, mask, config, cp_rank), packed_distributed(rows,
 #       cu_padded, mask, config, cp_rank, group) -> ([B, S, *trail], gradient);
@@ -126,15 +119,12 @@ VALIDATION: dict[str, str] = {
 #       -> [B, S, *trail]  (R-MEG-8, R-MEG-9)
 METHODS: dict[str, str] = {
     "plan": "plan", "unpack": "unpack", "engine": "resolve_engine_config",
-    "row_map": "row_map", "loss_mask": "loss_mask", "batch_forms": "pack_as",
-    "rejected_forms": "rejected_forms",
+    "loss_mask": "loss_mask", "batch_forms": "pack_as", "rejected_forms": "rejected_forms",
     "mask_form": "pack_masked", "flat_batch_checks": "pack_flat", "float8": "pack_float8",
     "api_type_checks": "pack_as_is", "native_scalars": "native_scalar",
-    "native_dtypes": "pack_viewed", "valueless_device": "pack_valueless",
     "megatron": "megatron_preprocess", "megatron_checks": "megatron_preprocess_as_is",
     "kwargs_params": "megatron_preprocess_kwargs", "packed_seqs": "packed_preprocess",
-    "distributed": "distributed_unpack", "local_gather": "gathered_unpack",
-    "simulated_megatron": "megatron_preprocess_newer",
+    "distributed": "distributed_unpack",
 }
 
 # The convention fields (spec 1.1) and, for each valid value, the feature or base feature a
@@ -163,16 +153,6 @@ CONVENTION_CAPABILITIES = frozenset({"tail_segment", "seq_align_cp", "fp8_recipe
 # Every name the suite's internal view may hold.
 CAPABILITIES = frozenset(FEATURES) | frozenset(BASE_FEATURES) | frozenset(METHODS) | frozenset(
     f"{key}_checks" for key in VALIDATION)
-
-
-@dataclass(frozen=True)
-class ArraySpec:
-    """An array the suite cannot read (one on a device without values, `pack_valueless`):
-    `dtype` in NumPy's spelling where NumPy has it, else the target's own name."""
-
-    shape: tuple[int, ...]
-    dtype: str
-    device: str
 
 
 def declared_of(target: Any) -> Declared:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -37,3 +39,30 @@ def _rule_key(rule: str) -> tuple[str, int]:
 def spec_examples() -> list[dict[str, Any]]:
     """The JSON `example` blocks of the spec (section 13)."""
     return [json.loads(block) for block in _EXAMPLE.findall(SPEC_FILE.read_text())]
+
+
+def _constants(nodes: list[ast.expr]) -> list[str]:
+    out: list[str] = []
+    for node in nodes:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            out.append(node.value)
+        elif isinstance(node, ast.Tuple | ast.List):
+            out.extend(_constants(node.elts))
+    return out
+
+
+def cited_rules(paths: Iterable[Path]) -> dict[str, set[str]]:
+    """Rule ID -> the test files citing it in @pytest.mark.rules(...) or a `rules=` argument
+    (as test_contract.py's registered checks take), read statically so the answer does not
+    depend on which tests were selected."""
+    cited: dict[str, set[str]] = {}
+    for path in sorted(paths):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call):
+                continue
+            found = [k.value for k in node.keywords if k.arg == "rules"]
+            if isinstance(node.func, ast.Attribute) and node.func.attr == "rules":
+                found += node.args
+            for rule in _constants(found):
+                cited.setdefault(rule, set()).add(path.name)
+    return cited

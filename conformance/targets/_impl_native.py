@@ -1,6 +1,6 @@
-"""impl's own inputs that NumPy cannot express, for the impl target: tensor subclasses (batch
-forms), nested layouts impl refuses (`rejected_forms`), the `meta` device (`valueless_device`)
-and torch-only dtypes (`native_dtypes`)."""
+"""impl's own inputs that NumPy cannot express, for the impl target: tensor subclasses and
+views at storage offsets (batch forms), nested layouts impl refuses (`rejected_forms`), and
+float8 rows viewed from their bytes (`pack_float8`)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,6 @@ from typing import Any
 
 import numpy as np
 import torch
-
-import impl
-
-from ..protocol import ArraySpec, Config, Meta, plain_meta
 
 
 class PlainSubclass(torch.Tensor):
@@ -106,85 +102,6 @@ def rejected_form(form: str, seqs: list[np.ndarray]) -> Any:
     return torch.nested.nested_tensor_from_jagged(values, jagged_offsets(lengths)).transpose(1, 2)
 
 
-HOST, VALUELESS = "cpu", "meta"
-# Forms impl takes on `meta`: None where the lengths stay on the host (packed by shape), else
-# the field whose values live on `meta` (R-DEV-3's ValueError names it).
-VALUELESS_FORMS: dict[str, str | None] = {
-    "list": None, "tuple": None, "parameters": None, "flat-list": None, "flat-tensor": None,
-    "flat-device-lengths": "lengths", "nested": "offsets", "padded-left": "mask",
-    "padded-mask-only": "mask",  # the values on the host, only the mask on `meta`
-    "nested-lengths-only": "lengths",  # values and offsets on the host, lengths() on `meta`
-}
-
-
-def spec_of(t: torch.Tensor) -> ArraySpec:
-    return ArraySpec(tuple(t.shape), str(t.dtype).removeprefix("torch."), t.device.type)
-
-
-def valueless_batch(form: str, seqs: list[np.ndarray], on: list[bool] | None
-                    ) -> tuple[Any, dict[str, Any]]:
-    """The batch in `form` with its arrays (`on`: those flagged) moved to `meta`."""
-    flags = [True] * len(seqs) if on is None else on
-    parts = [torch.from_numpy(s) for s in seqs]
-    moved = [p.to(VALUELESS) if f else p for p, f in zip(parts, flags, strict=True)]
-    lengths = [p.shape[0] for p in parts]
-    if form == "list":
-        return moved, {}
-    if form == "tuple":
-        return tuple(moved), {}
-    if form == "parameters":
-        return [torch.nn.Parameter(p, requires_grad=False) for p in moved], {}
-    if form == "nested-lengths-only":
-        return torch.nested.nested_tensor_from_jagged(
-            torch.cat(parts), jagged_offsets(lengths),
-            lengths=torch.tensor(lengths, device=VALUELESS)), {}
-    if form in ("padded-left", "padded-mask-only"):  # the mask on `meta`; the values too, or not
-        x = torch.zeros((len(seqs), max(lengths), *parts[0].shape[1:]), dtype=parts[0].dtype,
-                        device=VALUELESS if form == "padded-left" else None)
-        return x, {"mask": torch.zeros(x.shape[:2], dtype=torch.bool, device=VALUELESS)}
-    values = torch.cat(parts).to(VALUELESS)
-    if form == "flat-list":
-        return values, {"lengths": lengths}
-    if form == "flat-tensor":
-        return values, {"lengths": torch.tensor(lengths)}
-    if form == "flat-device-lengths":
-        return values, {"lengths": torch.tensor(lengths, device=VALUELESS)}
-    if form == "nested":
-        return torch.nested.nested_tensor_from_jagged(
-            values, jagged_offsets(lengths, VALUELESS)), {}
-    raise ValueError(f"unknown valueless form {form!r}")
-
-
-def pack_valueless(form: str, seqs: list[np.ndarray], config: Config, cp_rank: int, *,
-                   need_roll: bool = False, pad_value: Any = 0, on: list[bool] | None = None
-                   ) -> tuple[ArraySpec, ArraySpec, Meta]:
-    batch, kwargs = valueless_batch(form, seqs, on)
-    rows, pos, plan = impl.pack_thd(batch, impl.PackConfig(**config), cp_rank,
-                                    need_roll=need_roll, pad_value=pad_value, **kwargs)
-    return spec_of(rows), spec_of(pos), plain_meta(plan)
-
-
-def unpack_valueless(shards: list[np.ndarray], plan: Any, config: Config, *,
-                     on: list[bool] | None = None) -> list[ArraySpec]:
-    flags = [True] * len(shards) if on is None else on
-    tensors = [torch.from_numpy(np.ascontiguousarray(s)) for s in shards]
-    tensors = [t.to(VALUELESS) if f else t for t, f in zip(tensors, flags, strict=True)]
-    return [spec_of(t) for t in impl.unpack_thd(tensors, plan, impl.PackConfig(**config))]
-
-
-# torch dtypes that are none of bool, integer, floating or complex (R-ERR-1): raw bits,
-# quantized integers, and a floating type packed two to a byte.
-OTHER_DTYPES: dict[str, int] = {  # name -> bytes per element
-    name: getattr(torch, name).itemsize
-    for name in ("bits8", "bits16", "bits1x8", "bits2x4", "bits4x2", "quint8", "qint8",
-                 "qint32", "quint4x2", "quint2x4", "float4_e2m1fn_x2")
-    if hasattr(torch, name)}
-
-
 def viewed(bits: list[np.ndarray], dtype: str) -> list[torch.Tensor]:
     """The arrays' bytes viewed as torch's dtype `dtype`."""
     return [torch.from_numpy(b).view(getattr(torch, dtype)) for b in bits]
-
-
-def pack_viewed(bits: list[np.ndarray], dtype: str, config: Config, cp_rank: int) -> Any:
-    return impl.pack_thd(viewed(bits, dtype), impl.PackConfig(**config), cp_rank)

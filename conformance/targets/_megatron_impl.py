@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import inspect
 from collections.abc import Iterator
 from typing import Any
 from unittest import mock
@@ -12,7 +10,7 @@ from unittest import mock
 import numpy as np
 import torch
 
-from ..protocol import ArraySpec, Config, Meta
+from ..protocol import Config, Meta
 from ._megatron_view import KwargsParams, cu_params, params_dict, thd_params, unpack_with_grad
 
 
@@ -150,25 +148,6 @@ def postprocess_one(output: np.ndarray, meta: Meta, config: Config, *,
     return [p.numpy() for p in out.unbind()]
 
 
-def postprocess_valueless(output: np.ndarray, meta: Meta, config: Config) -> list[ArraySpec]:
-    """postprocess_thd_engine (cp_size 1) of `output` moved to `meta`, the params on the host
-    (R-DEV-1, R-DEV-2, R-MEG-3). The result's offsets hold no values there, so its components
-    are its values sliced at the host offsets: too few rows show as a short component."""
-    from impl import megatron
-
-    from ._impl_native import VALUELESS, spec_of
-
-    cfg = _full(config)
-    input_ids, batch_size = _input_ids(meta)
-    local = torch.from_numpy(np.ascontiguousarray(output)).to(VALUELESS)
-    with fake_parallel_state(cfg["tp_size"], 1, 0):
-        out = megatron.postprocess_thd_engine(local, thd_params(meta), input_ids, batch_size,
-                                              **_layout(cfg))
-    values = out.values()
-    bounds = input_ids.offsets().tolist()
-    return [spec_of(values[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-
-
 class _CPGroup:
     """Stands for the CP process group: the in-process all_gather accepts no other group."""
 
@@ -196,93 +175,6 @@ def _answered_gather(shards: list[np.ndarray], cp_rank: int, group: Any) -> Iter
     expected = group
     with mock.patch.object(torch.distributed, "all_gather", all_gather):
         yield
-
-
-def gathered_unpack(shards: list[np.ndarray], meta: Meta, config: Config,
-                    cp_rank: int) -> tuple[list[np.ndarray], np.ndarray | None]:
-    """postprocess_thd_engine of rank `cp_rank` with its all_gather answered in this process by
-    `shards` over the CP group (R-MEG-3)."""
-    group = _CPGroup()
-    with _answered_gather(shards, cp_rank, group):
-        return distributed_unpack(shards[cp_rank], meta, config, cp_rank, group)
-
-
-@contextlib.contextmanager
-def newer_megatron(cp_rank: int, group_size: int = 0,
-                   rank_group: Any = None) -> Iterator[Any]:
-    """For one call, what releases newer than the installed megatron-core add:
-    `PackedSeqParams.cp_partition_mode` and `get_dynamic_data_context_parallel_groups`, which
-    must be asked for `group_size` and yields a new group; `torch.distributed.get_rank` answers
-    `cp_rank` for `rank_group` (default: that group) only."""
-    from megatron.core import packed_seq_params, parallel_state
-
-    base = packed_seq_params.PackedSeqParams
-    newer = base
-    if "cp_partition_mode" not in inspect.signature(base).parameters:
-        newer = dataclasses.make_dataclass(
-            "PackedSeqParams", [("cp_partition_mode", Any, dataclasses.field(default=None))],
-            bases=(base,))
-    group = _CPGroup()
-
-    def get_groups(group_size: int) -> Any:
-        if group_size != expected_size:
-            raise AssertionError(f"dynamic CP groups asked for size {group_size!r}, "
-                                 f"local_cp_size is {expected_size}")
-        return group
-
-    def get_rank(group: Any = None) -> int:
-        if group is not expected:
-            raise AssertionError(f"get_rank over {group!r}, not the dynamic CP group")
-        return cp_rank
-
-    expected = group if rank_group is None else rank_group
-    expected_size = group_size
-    with mock.patch.object(packed_seq_params, "PackedSeqParams", newer), \
-            mock.patch.object(parallel_state, "get_dynamic_data_context_parallel_groups",
-                              get_groups, create=True), \
-            mock.patch.object(torch.distributed, "get_rank", get_rank):
-        yield group
-
-
-def preprocess_newer(seqs: list[np.ndarray], config: Config, cp_rank: int, *,
-                     dynamic: bool = False) -> tuple[np.ndarray, dict[str, Any], np.ndarray]:
-    """preprocess_thd_engine under `newer_megatron`. With `dynamic`, the CP size comes from
-    `local_cp_size` and the parallel state says cp_size 1 (ignoring local_cp_size packs the
-    wrong shard); the view then says whether the params carry it and the dynamic group."""
-    from impl import megatron
-
-    cfg = _full(config)
-    kwargs: dict[str, Any] = {"use_fp8_padding": cfg["fp8"],
-                              "min_local_rows": cfg["min_local_rows"],
-                              "pad_to_length_bucket": cfg["bucket"], "cp_layout": cfg["cp_layout"]}
-    state_cp = cfg["cp_size"]
-    if dynamic:
-        kwargs["local_cp_size"] = cfg["cp_size"]
-        state_cp = 1
-    with newer_megatron(cp_rank, cfg["cp_size"]) as group, fake_parallel_state(
-            cfg["tp_size"], state_cp, 0 if dynamic else cp_rank):
-        rows, params, pos = megatron.preprocess_thd_engine(_nested(seqs), **kwargs)
-    assert pos is not None  # pre_process=True
-    view = params_dict(params)
-    if dynamic:
-        view["dynamic_group_ok"] = (getattr(params, "local_cp_size", None) == cfg["cp_size"]
-                                    and getattr(params, "cp_group", None) is group)
-    return rows.numpy(), view, pos.numpy()
-
-
-def gathered_unpack_dynamic(shards: list[np.ndarray], meta: Meta, config: Config,
-                            cp_rank: int) -> tuple[list[np.ndarray], np.ndarray | None]:
-    """postprocess_thd_engine with `local_cp_size` under `newer_megatron`: the group must come
-    from `PackedSeqParams.cp_group` (a fresh one from get_dynamic_data_context_parallel_groups
-    fails get_rank and all_gather), the parallel state says cp_size 1."""
-    own = _CPGroup()
-    params = thd_params(meta)
-    params.cp_group = own
-    params.local_cp_size = len(shards)
-    with newer_megatron(cp_rank, len(shards), rank_group=own), \
-            _answered_gather(shards, cp_rank, own):
-        return _postprocess(shards[cp_rank], meta, config, params, (1, 0, None),
-                            local_cp_size=len(shards))
 
 
 def packed_preprocess(values: np.ndarray, mask: np.ndarray, config: Config, cp_rank: int

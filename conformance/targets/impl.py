@@ -1,4 +1,7 @@
-"""The `impl` target (default): the fast torch implementation and its Megatron adapter."""
+"""The `impl` target (default): the fast torch implementation and its Megatron adapter.
+
+impl's API beyond the protocol (the `meta` device, torch-only dtypes, the row map, postprocess
+under a newer megatron-core) is checked by tests/impl/ through a subclass of this target."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ import torch
 
 import impl
 
-from ..protocol import ArraySpec, Config, Declared, Meta, Packed, plain_meta, plan_fields
+from ..protocol import Config, Declared, Meta, Packed, plain_meta, plan_fields
 from . import _impl_native
 
 
@@ -132,9 +135,6 @@ class ImplTarget:
                    "padded-left", "padded-scattered", *_impl_native.SUBCLASS_FORMS,
                    *_impl_native.OFFSET_FORMS)
     rejected_forms = _impl_native.REJECTED_FORMS
-    devices = (_impl_native.HOST, _impl_native.VALUELESS)
-    valueless_forms = _impl_native.VALUELESS_FORMS
-    other_dtypes = _impl_native.OTHER_DTYPES
 
     def pack(
         self, seqs: Any, config: Config, cp_rank: Any, *, need_roll: Any = False,
@@ -155,14 +155,6 @@ class ImplTarget:
         batch, kwargs = to_form(form, seqs)
         return run_pack(batch, config, cp_rank, need_roll=need_roll, pad_value=pad_value,
                         **kwargs)
-
-    # the `meta` device and torch-only dtypes (_impl_native.py)
-    pack_valueless = staticmethod(_impl_native.pack_valueless)
-    pack_viewed = staticmethod(_impl_native.pack_viewed)
-
-    def unpack_valueless(self, shards: list[np.ndarray], meta: Meta, config: Config, *,
-                         on: list[bool] | None = None) -> list[ArraySpec]:
-        return _impl_native.unpack_valueless(shards, plan_from_meta(meta), config, on=on)
 
     def pack_masked(
         self, values: Any, mask: Any, config: Config, cp_rank: int, *,
@@ -203,14 +195,6 @@ class ImplTarget:
     def native_scalar(self, value: bool | int | float) -> Any:
         return torch.tensor(value)
 
-    def row_map(
-        self, meta: Meta, config: Config, cp_rank: int
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        from impl.rowmap import row_sources
-
-        seq, offset, real = row_sources(plan_from_meta(meta), impl.PackConfig(**config), cp_rank)
-        return seq.numpy(), offset.numpy(), real.numpy()
-
     def loss_mask(self, meta: Meta, config: Config, cp_rank: int) -> np.ndarray:
         """Capability `loss_mask`: impl.loss_mask on the plan (R-LABEL-3)."""
         return impl.loss_mask(plan_from_meta(meta), impl.PackConfig(**config), cp_rank).numpy()
@@ -233,10 +217,6 @@ class ImplTarget:
     megatron_preprocess_as_is = _megatron("preprocess_as_is")
     megatron_preprocess_with_params = _megatron("preprocess_with_params")
     megatron_postprocess = _megatron("postprocess_one")
-    megatron_postprocess_valueless = _megatron("postprocess_valueless")
-    megatron_preprocess_newer = _megatron("preprocess_newer")
-    gathered_unpack_dynamic = _megatron("gathered_unpack_dynamic")
-    gathered_unpack = _megatron("gathered_unpack")
     megatron_preprocess = _megatron("preprocess")
     megatron_preprocess_kwargs = _megatron("preprocess_kwargs")
     packed_preprocess = _megatron("packed_preprocess")

@@ -39,3 +39,13 @@ def test_versions_agree() -> None:
 
     assert reference.SPEC_VERSION == SPEC_VERSION
     assert f"version {SPEC_VERSION}" in (ROOT / "spec" / "thd-packing.md").read_text()
+
+
+def test_device_rules_have_impl_tests() -> None:
+    """Spec section 1a's rules are a device API's: the suite leaves them out, impl's own tests
+    (tests/impl/, on torch's `meta` device) cite each one."""
+    from conformance.rules import cited_rules
+
+    cited = cited_rules((ROOT / "tests" / "impl").glob("test_*.py"))
+    missing = sorted(DEVICE_ONLY - set(cited))
+    assert DEVICE_ONLY and not missing, f"device rules no impl test cites: {missing}"

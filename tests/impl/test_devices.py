@@ -1,11 +1,9 @@
-"""Inputs in the target's own terms that NumPy cannot express (spec §1a, R-ERR-1, R-ERR-9):
-a device whose arrays hold no values (torch's `meta`, capability `valueless_device`), dtypes
-that are no number type (`native_dtypes`) and containers the target must refuse
-(`rejected_forms`). Tensor subclasses are batch forms (test_differential.py).
+"""impl on a device whose arrays hold no values (torch's `meta`, spec section 1a) and on torch
+dtypes that are no number type (R-ERR-1, R-ERR-9, R-ERR-11), through the suite's checks.
 
-On the valueless device a pack with host lengths must still produce the reference's shapes,
-dtypes and plan (R-DEV-2): any host read of a value, any table left on the host, any output made
-on the host instead of the batch's device shows here, on a CPU-only machine."""
+With host lengths a pack on `meta` must still produce the reference's shapes, dtypes and plan
+(R-DEV-2): any host read of a value, any table left on the host, any output made on the host
+instead of the batch's device shows here, on a CPU-only machine."""
 
 from __future__ import annotations
 
@@ -17,28 +15,18 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 import reference
+from conformance.compare import meta_mismatches, names_field, outcome
+from conformance.protocol import plain_meta
+from conformance.running import call_target, run_reference
+from conformance.strategies import Batch, PackCase, configs, pack_cases
+from conformance.under_test import RuleViolation, TargetError
 
-from .compare import meta_mismatches, names_field, outcome
-from .protocol import plain_meta
-from .running import call_target, run_reference
-from .strategies import Batch, PackCase, configs, pack_cases
-from .under_test import (
-    RuleViolation,
-    TargetError,
-    assume_declared,
-    caps,
-    needs,
-    prop_settings,
-    require,
-    target,
-)
+from ._impl_api import CAPS, HOST, IMPL, VALUELESS, VALUELESS_FORMS, ci_settings
 
-CAPS = caps()
-TARGET = target()
-HOST, VALUELESS = getattr(TARGET, "devices", ("host", "valueless"))
-# Form -> None (host lengths) or the field whose values live on the valueless device.
-FORMS: dict[str, str | None] = dict(getattr(TARGET, "valueless_forms", {}))
-HOST_FORMS = tuple(f for f, field in FORMS.items() if field is None) or ("list",)
+pytestmark = pytest.mark.usefixtures("suite_target")
+TARGET = IMPL
+FORMS = VALUELESS_FORMS
+HOST_FORMS = tuple(f for f, field in FORMS.items() if field is None)
 DEVICE_FORMS = tuple(f for f, field in FORMS.items() if field is not None)
 
 
@@ -74,9 +62,8 @@ def _check_sequences(what: str, got: Any, seqs: list[np.ndarray], count_rule: st
     _raise(problems)
 
 
-@needs("valueless_device")
 @pytest.mark.rules("R-DEV-1", "R-DEV-2", "R-ROW-1", "R-POS-1")
-@prop_settings(0.5)
+@ci_settings(0.5)
 @example(PackCase(config={"cp_size": 2, "min_local_rows": 9}, batch=Batch((0, 0))), "list")
 @example(PackCase(config={"cp_size": 2}, batch=Batch((3, 0, 5), trail=(2,), dtype="float32"),
                   need_roll=True), "list")
@@ -84,7 +71,6 @@ def _check_sequences(what: str, got: Any, seqs: list[np.ndarray], count_rule: st
 def test_valueless_pack_has_the_reference_shapes(case: PackCase, form: str) -> None:
     """With host lengths every rank packs on the valueless device: rows `[local_rows, *trail]`
     of the batch's dtype and int64 position ids there, the reference's plan."""
-    assume_declared(case)
     seqs = case.batch.arrays()
     want = run_reference(case, seqs)
     for rank, w in enumerate(want):
@@ -101,15 +87,13 @@ def test_valueless_pack_has_the_reference_shapes(case: PackCase, form: str) -> N
         _raise(problems)
 
 
-@needs("valueless_device", "unpack")
 @pytest.mark.rules("R-DEV-1", "R-DEV-2", "R-UNPACK-1")
-@prop_settings(0.5)
+@ci_settings(0.5)
 @example(PackCase(config={"cp_size": 2}, batch=Batch((3, 0, 5), trail=(2,), dtype="int32")))
 @given(pack_cases(caps=CAPS, need_roll=False))
 def test_valueless_unpack_has_the_input_shapes(case: PackCase) -> None:
     """Unpack of every rank's rows on the valueless device returns `[L_i, *trail]` arrays of the
     rows' dtype there."""
-    assume_declared(case)
     seqs = case.batch.arrays()
     want = run_reference(case, seqs)
     meta = plain_meta(want[0].meta)
@@ -118,9 +102,8 @@ def test_valueless_unpack_has_the_input_shapes(case: PackCase) -> None:
     _check_sequences("unpack_valueless", got, seqs, "R-UNPACK-1")
 
 
-@needs("valueless_device", "megatron_checks")
 @pytest.mark.rules("R-DEV-1", "R-DEV-2", "R-MEG-3")
-@prop_settings(0.5)
+@ci_settings(0.5)
 @example(PackCase(config={"tp_size": 2}, batch=Batch((3, 0, 5), trail=(2,), dtype="float32")))
 @example(PackCase(config={"tail": "segment", "bucket": 16}, batch=Batch((4, 1), dtype="int64")))
 @given(pack_cases(caps=CAPS, need_roll=False, config=configs(caps=CAPS, cp=st.just(1))))
@@ -129,7 +112,6 @@ def test_valueless_postprocess_has_the_input_shapes(case: PackCase) -> None:
     `[1, local_rows, *trail]` on the valueless device returns the B sequences there (R-MEG-3 as
     R-DEV-1 and R-DEV-2 ask of unpack): component i `[L_i, *trail]` of the output's dtype, with
     the PackedSeqParams on the host (its offsets must follow the output to its device)."""
-    assume_declared(case)
     seqs = case.batch.arrays()
     want = run_reference(case, seqs)
     meta = plain_meta(want[0].meta)
@@ -147,18 +129,13 @@ def _device_error(got: BaseException | None, what: str, rule: str,
         raise RuleViolation(f"{what}: the message {str(got)!r} names none of {names}", {rule})
 
 
-@needs("valueless_device")
 @pytest.mark.rules("R-DEV-3")
-@pytest.mark.parametrize("form", DEVICE_FORMS or ("none",))
+@pytest.mark.parametrize("form", DEVICE_FORMS)
 @pytest.mark.parametrize("lengths", [(3, 0, 5), (0,), (4, 4)], ids=str)
 def test_lengths_without_values_are_rejected(form: str, lengths: tuple[int, ...]) -> None:
     """Lengths that live on the valueless device (a `lengths=` array, a nested tensor's offsets
     or lengths, a mask) cannot be read: ValueError naming the field the target declares for the
     form, and the device."""
-    if form == "none":
-        pytest.skip("the target takes no form whose lengths live on the device")
-    if 0 in lengths:
-        require("zero_length")
     seqs = Batch(lengths, trail=(2,), dtype="float32").arrays()
     what = f"pack_valueless({form!r}) of lengths {list(lengths)}"
     got = outcome(lambda: TARGET.pack_valueless(form, seqs, {"cp_size": 2}, 0))
@@ -168,9 +145,8 @@ def test_lengths_without_values_are_rejected(form: str, lengths: tuple[int, ...]
                             f"{VALUELESS!r}", {"R-DEV-3"})
 
 
-@needs("valueless_device", "batch_checks")
 @pytest.mark.rules("R-ERR-9")
-@prop_settings(0.3)
+@ci_settings(0.3)
 @given(st.lists(st.booleans(), min_size=2, max_size=5).filter(lambda f: 0 < sum(f) < len(f)))
 def test_batch_on_two_devices_is_rejected(on: list[bool]) -> None:
     """A list whose arrays are on the host and on the valueless device: ValueError naming both
@@ -182,7 +158,6 @@ def test_batch_on_two_devices_is_rejected(on: list[bool]) -> None:
     _device_error(got, what, "R-ERR-9", (VALUELESS,))
 
 
-@needs("valueless_device", "unpack", "unpack_checks")
 @pytest.mark.rules("R-ERR-11")
 @pytest.mark.parametrize("on", [[False, True], [True, False], [False, False, True]], ids=str)
 def test_shards_on_two_devices_are_rejected(on: list[bool]) -> None:
@@ -198,13 +173,10 @@ def test_shards_on_two_devices_are_rejected(on: list[bool]) -> None:
     _device_error(got, what, "R-ERR-11", (VALUELESS,))
 
 
-@needs("native_dtypes", "batch_checks")
 @pytest.mark.rules("R-ERR-1")
-@pytest.mark.parametrize("dtype", tuple(getattr(TARGET, "other_dtypes", {})) or ("none",))
+@pytest.mark.parametrize("dtype", tuple(TARGET.other_dtypes))
 def test_dtype_that_is_no_number_type_is_rejected(dtype: str) -> None:
     """A dtype that is none of bool, integer, floating or complex: TypeError naming it."""
-    if dtype == "none":
-        pytest.skip("the target lists no such dtype")
     width = np.dtype(f"uint{8 * TARGET.other_dtypes[dtype]}")
     bits = [np.arange(3).astype(width), np.arange(2).astype(width)]
     got = outcome(lambda: TARGET.pack_viewed(bits, dtype, {"cp_size": 2}, 1))
@@ -214,27 +186,3 @@ def test_dtype_that_is_no_number_type_is_rejected(dtype: str) -> None:
     if not names_field(dtype, str(got)):
         raise RuleViolation(f"{what}: the message {str(got)!r} does not name {dtype}",
                             {"R-ERR-1"})
-
-
-ERROR_OF_RULE = {"R-ERR-1": TypeError, "R-ERR-9": ValueError}
-
-
-@needs("rejected_forms")
-@pytest.mark.rules("R-ERR-1", "R-ERR-9")
-@pytest.mark.parametrize("form", tuple(getattr(TARGET, "rejected_forms", {})) or ("none",))
-def test_container_the_target_refuses(form: str) -> None:
-    """A container the target declares it refuses (a strided nested tensor: not a batch form,
-    R-ERR-1; the ragged dimension last: arrays whose first dimension is not the length,
-    R-ERR-9): the rule's error class, the message naming what is wrong."""
-    if form == "none":
-        pytest.skip("the target declares no refused container")
-    rule, word = TARGET.rejected_forms[form]
-    seqs = Batch((3, 5), trail=(2,), dtype="float32").arrays()
-    got = outcome(lambda: TARGET.pack_as(form, seqs, {"cp_size": 2}, 0))
-    what = f"pack_as({form!r})"
-    if not isinstance(got, ERROR_OF_RULE[rule]):
-        raise RuleViolation(f"{what}: expected {ERROR_OF_RULE[rule].__name__}, got {got!r}",
-                            {rule})
-    if not names_field(word, str(got)):
-        raise RuleViolation(f"{what}: the message {str(got)!r} does not name {word!r}",
-                            {rule})
