@@ -113,6 +113,17 @@ def test_config_fields_from_integer_likes_are_ints(make: Any) -> None:
     assert type(fixed.fixed_total) is int and fixed == impl.PackConfig(fixed_total=3)
 
 
+@pytest.mark.rules("R-ERR-1")
+@pytest.mark.parametrize("value", [True, np.True_, np.array(True), torch.tensor(True)],
+                         ids=["bool", "np.bool", "ndarray-0d", "tensor-0d"])
+def test_a_bool_as_a_size_is_refused_as_a_bool(value: Any) -> None:
+    """Spec section 0: a bool is no integer, whichever library made it. Each bool-like size
+    gets the same TypeError, saying it is a bool (NumPy refuses to index with one anyway, but
+    its own words would blame an ndarray or an index), naming the field and the value."""
+    with pytest.raises(TypeError, match=r"^tp_size must be an integer, not a bool: tp_size="):
+        impl.PackConfig(tp_size=value)
+
+
 @pytest.mark.rules("R-IN-7", "R-ERR-1")
 def test_lengths_with_mask_is_a_type_error() -> None:
     """`lengths=` with `mask=` raises TypeError naming both (R-IN-7, R-ERR-1)."""
