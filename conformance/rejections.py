@@ -307,7 +307,7 @@ _add("R-ERR-15", Row("fixed_total-too-small", "pack", _pack(fixed_total=4), V, (
                      needs=("fixed_total",), cites=("R-TOTAL-7",)))
 _add("R-ERR-15", Row("fixed_total-too-small-plan", "plan",
                      _fixed(seqlens=[5, 3], config={"fixed_total": 4}), V, ("fixed_total", 4),
-                     needs=("fixed_total",), cites=("R-TOTAL-7",)))
+                     needs=("fixed_total", "plan"), cites=("R-TOTAL-7",)))
 
 # need_roll under labels='ignore': an ignore_index the batch's dtype cannot hold (R-ERR-16).
 for _dtype, _ignore, _ignore_cls in [("uint8", -100, V), ("bool", -100, V), ("int8", 300, V),

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from conformance.compare import names_field, names_number, names_object, outcome
+from conformance.protocol import METHODS
 from conformance.rejections import IfCap, Named, Row, base_config, rows
 from conformance.targets.reference import ReferenceTarget
 from conformance.test_rejections import call
@@ -50,3 +51,21 @@ def test_row_agrees_with_reference(row: Row) -> None:
     assert type(got) is row.error, f"{row.name}: the reference raises {got!r}"
     missing = [item for item in row.names if not _named(item, str(got))]
     assert not missing, f"{row.name}: the reference's message {str(got)!r} lacks {missing}"
+
+
+# A row's entry point -> the capability a target has it under (protocol.METHODS, and the
+# methods that come with one of them).
+_CAPABILITY_OF = {**{method: cap for cap, method in METHODS.items()},
+                  "plan_as_is": "api_type_checks", "unpack_as_is": "api_type_checks",
+                  "packed_postprocess": "packed_seqs", "packed_gathered": "packed_seqs",
+                  "native_pack": "native_scalars"}
+
+
+@pytest.mark.parametrize(("rule", "row"), [pytest.param(rule, row, id=f"{rule}-{row.name}")
+                                           for rule, row in rows()])
+def test_row_needs_its_entry_point(rule: str, row: Row) -> None:
+    """A row that calls an optional method needs that method's capability: a target without
+    the method has the row declined, never failed with an AttributeError charged to `rule`."""
+    cap = _CAPABILITY_OF.get(row.api)
+    assert row.api == "pack" or cap is not None, f"{row.api}: not a protocol entry point"
+    assert cap is None or cap in row.needs, f"{row.name} calls {row.api}, needs {row.needs}"
