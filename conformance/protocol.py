@@ -145,6 +145,12 @@ CONVENTION_VALUES: dict[str, dict[Any, str | None]] = {
 FIXED_FIELDS = ("tail", "seq_align", "labels")
 FIXED_BUCKET = "bucket"
 ZERO_LENGTH = ("keep", "omit")
+# In the internal view of a target that omits zero-length sequences (R-META-8): a batch of
+# only empty ones has no sequence left to keep, a degenerate batch that only the contract tier's
+# named cases give such a target; every other test gives it at least one real token, and a
+# case written with such a batch is declined under ALL_EMPTY.
+OMITS_ZERO_LENGTH = "zero_length=omit"
+ALL_EMPTY = "all_empty_batch"
 FP8_RECIPES = ("tensor", "mxfp8", "block", "nvfp4")
 # The features of the non-default conventions (a Megatron view keeps the defaults).
 CONVENTION_CAPABILITIES = frozenset({"tail_segment", "seq_align_cp", "fp8_recipes",
@@ -209,7 +215,11 @@ def capabilities(target: Any) -> frozenset[str]:
         if key == FIXED_BUCKET:  # the feature, and its one value (`fixed_bucket`)
             caps |= {"bucket", f"fixed_bucket={value}"}
             continue
-        if key not in CONVENTION_VALUES:  # zero_length: read by the contract alone
+        if key == "zero_length":
+            if value == "omit":
+                caps.add(OMITS_ZERO_LENGTH)
+            continue
+        if key not in CONVENTION_VALUES:
             continue
         for other, cap in CONVENTION_VALUES[key].items():
             if cap is not None:
@@ -229,6 +239,9 @@ def describe(cap: str) -> str:
     """What a capability of the internal view means (the report's reason for a decline)."""
     if cap.startswith("bucket="):
         return f"the target always pads to a bucket of {cap.partition('=')[2]} rows"
+    if cap == ALL_EMPTY:
+        return ("the target omits zero-length sequences (R-META-8): a batch of only empty ones "
+                "is judged by the contract tier's named degenerate cases")
     if cap in METHODS:
         return f"the target has no {METHODS[cap]}{'' if cap == 'rejected_forms' else '()'}"
     if cap.endswith("_checks") and cap[:-len("_checks")] in VALIDATION:

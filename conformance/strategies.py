@@ -16,7 +16,14 @@ from hypothesis import strategies as st
 from spec.vectors.generate import canonical_batch
 
 from . import requirements as req
-from .protocol import CONVENTION_DEFAULTS, CONVENTION_VALUES, FP8_RECIPES, fixed_bucket
+from .protocol import (
+    ALL_EMPTY,
+    CONVENTION_DEFAULTS,
+    CONVENTION_VALUES,
+    FP8_RECIPES,
+    OMITS_ZERO_LENGTH,
+    fixed_bucket,
+)
 
 INT32_MAX = 2**31 - 1
 
@@ -294,6 +301,9 @@ def declined(caps: frozenset[str], config: dict[str, Any] | None = None,
         out.append("zigzag")
     if lengths is not None and "zero_length" not in caps and any(int(n) == 0 for n in lengths):
         out.append("zero_length")
+    if lengths is not None and OMITS_ZERO_LENGTH in caps and len(lengths) and \
+            not any(int(n) for n in lengths):
+        out.append(ALL_EMPTY)
     if trail and "trailing_dims" not in caps:
         out.append("trailing_dims")
     return out
@@ -339,7 +349,8 @@ MAX_MODULUS = 1 << 13
 def lengths(draw: st.DrawFn, *, max_batch: int = 64, budget: int = 3000,
             min_batch: int = 1, caps: frozenset[str] | None = None) -> tuple[int, ...]:
     """B in [min_batch, max_batch]; lengths 0, 1, short and long, within a token budget. Zero
-    lengths only where `caps` declares `zero_length` (or `caps` is None)."""
+    lengths only where `caps` declares `zero_length` (or `caps` is None), never all of them for
+    a target that omits them (`OMITS_ZERO_LENGTH`)."""
     zero = caps is None or "zero_length" in caps
     low = 0 if zero else 1
     count = draw(st.integers(min_batch, max_batch))
@@ -357,6 +368,8 @@ def lengths(draw: st.DrawFn, *, max_batch: int = 64, budget: int = 3000,
         else:
             out.append(draw(st.integers(low, max(low, min(40, left)))))
         left -= out[-1]
+    if caps is not None and OMITS_ZERO_LENGTH in caps and not any(out):
+        out[0] = 1  # the batch of only empty sequences: the contract tier's named case
     return tuple(out)
 
 
@@ -429,11 +442,14 @@ def pack_cases(draw: st.DrawFn, *, caps: frozenset[str], need_roll: bool | None 
 def zero_length_batches(dtypes: tuple[str, ...] = ("int64", "float32"),
                         caps: frozenset[str] | None = None) -> st.SearchStrategy[Batch]:
     """Batches with at least one zero-length sequence, anywhere (R-IN-2, R-ROW-3); trailing dims
-    only where `caps` declares `trailing_dims` (the test itself needs `zero_length`)."""
+    only where `caps` declares `trailing_dims` (the test itself needs `zero_length`); a real
+    token somewhere for a target that omits zero-length sequences."""
     trails = [(), (2,)] if caps is None or "trailing_dims" in caps else [()]
+    low = 1 if caps is not None and OMITS_ZERO_LENGTH in caps else 0  # a real token somewhere
     return st.builds(
         Batch,
         lengths=st.lists(st.integers(0, 12), min_size=1, max_size=8)
+        .map(lambda ls: [max(ls[0], low), *ls[1:]])
         .flatmap(lambda ls: st.integers(0, len(ls)).map(lambda k: tuple(ls[:k] + [0] + ls[k:]))),
         trail=st.sampled_from(trails),
         dtype=st.sampled_from(dtypes),
@@ -572,9 +588,13 @@ def masked_batches(draw: st.DrawFn, *, caps: frozenset[str] | None = None,
     trails: tuple[tuple[int, ...], ...] = ((), (3,), (2, 2), (0,))
     if caps is not None and "trailing_dims" not in caps:
         trails = ((),)
+    runs = [draw(mask_rows(s, zero=zero)) for _ in range(b)]
+    if caps is not None and OMITS_ZERO_LENGTH in caps and not any(runs):
+        s = max(s, 1)  # a real token: the batch of only empty rows is the contract tier's
+        runs[0] = ((s - 1, s),)
     return MaskedBatch(
         seq_len=s,
-        runs=tuple(draw(mask_rows(s, zero=zero)) for _ in range(b)),
+        runs=tuple(runs),
         trail=draw(st.sampled_from(trails)),
         dtype=draw(st.sampled_from(dtypes)),
         layout=draw(st.sampled_from(MASK_LAYOUTS)),

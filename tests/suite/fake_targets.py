@@ -280,7 +280,7 @@ class OmittingTarget(ReferenceTarget):
     name = "omitting"
     description = "tests/suite: the reference, zero-length sequences omitted from the metadata"
     declared = Declared(features=ReferenceTarget.declared.features,
-                        convention={"zero_length": "omit"})
+                        convention={"zero_length": "omit"}, validated_elsewhere=ELSEWHERE)
     unpack = distributed_unpack = pack_masked = None
 
     def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,
@@ -290,6 +290,27 @@ class OmittingTarget(ReferenceTarget):
 
     def plan(self, seqlens: Any, config: dict[str, Any]) -> dict[str, Any]:
         return super().plan(segment_lengths(seqlens, "omit"), config)
+
+
+class OmitsAndCrashesOnAllEmptyTarget(OmittingTarget):
+    """`OmittingTarget` crashing on a batch of only empty sequences, as TRL's padding-free
+    collator does (IndexError); everything else it packs as the reference does."""
+
+    name = "omits-crashes-on-all-empty"
+    description = "tests/suite: zero-length omitted, IndexError on a batch of only empty ones"
+
+    def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,
+             pad_value: Any = 0) -> Packed:
+        packed = super().pack(seqs, config, cp_rank, need_roll=need_roll, pad_value=pad_value)
+        if not any(len(s) for s in seqs):  # valid input (the reference checked it)
+            raise IndexError("index 0 is out of bounds for dimension 0 with size 0")
+        return packed
+
+    def plan(self, seqlens: Any, config: dict[str, Any]) -> dict[str, Any]:
+        meta = super().plan(seqlens, config)
+        if not any(int(n) for n in seqlens):
+            raise IndexError("index 0 is out of bounds for dimension 0 with size 0")
+        return meta
 
 
 class KeepsButDeclaresOmitTarget(ReferenceTarget):

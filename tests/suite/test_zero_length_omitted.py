@@ -1,7 +1,8 @@
 """A declared zero-length-omitted convention (spec R-META-8) reaches every tier that counts
 segments: the differential tier's reference, the invariants' entry counts, the plan and the
 model tier's sequences read B' non-empty sequences for B, so an omitting packer passes, and one
-that declares the convention but keeps empty sequences fails."""
+that declares the convention but keeps empty sequences fails. The batch of only empty sequences
+is such a packer's degenerate case: the contract tier's named cases alone give it one."""
 
 from __future__ import annotations
 
@@ -32,3 +33,23 @@ def test_keeping_empty_sequences_under_a_declared_omit_fails(tmp_path: Path) -> 
     statuses = _statuses(report)
     assert statuses["test_zero_length_sequences_match_reference"] == "fail", statuses
     assert report["rules"]["R-META-1"]["status"] == "fail", report["rules"]["R-META-1"]
+
+
+TIERS = ("conformance/test_differential.py", "conformance/test_invariants.py",
+         "conformance/test_contract.py", "conformance/test_minimal_total.py",
+         "conformance/test_alignment_limit.py", "conformance/test_static_metadata.py",
+         "conformance/test_spec_examples.py")
+
+
+def test_a_crash_on_only_empty_sequences_is_one_finding(tmp_path: Path) -> None:
+    """An omitting packer that crashes on the batch of only empty sequences (as TRL's collator
+    does) gets that crash reported once per named degenerate case, as a target error, and every
+    other test of these tiers judges it on batches with a real token: no other failure."""
+    report = run_suite("fake_targets:OmitsAndCrashesOnAllEmptyTarget", tmp_path, *TIERS)
+    bad = {t["test"].split("::")[-1]: t["status"] for t in report["tests"]
+           if t["status"] not in ("pass", "declined", "skip")}
+    assert bad == {"test_contract_degenerate[all-empty]": "target-error",
+                   "test_contract_degenerate[all-empty-3]": "target-error"}, bad
+    assert "IndexError" in report["target_errors"][0]["message"]
+    passed = {rule for rule, row in report["rules"].items() if row["status"] == "pass"}
+    assert {"R-META-1", "R-TOTAL-4", "R-CONSUMER-7", "R-SHARD-2"} <= passed, passed
