@@ -19,7 +19,7 @@ import pytest
 from hypothesis import settings
 
 from conformance import plugin, report
-from conformance.rules import spec_rules, spec_version
+from conformance.rules import spec_version, suite_rules
 from conformance.targets import TargetLoadError, load_target
 from conformance.under_test import (
     POSITION_RULES,
@@ -165,7 +165,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if not _RESULTS or hasattr(config, "workerinput"):
         return
     subject = target()
-    matrix = report.fold(_RESULTS, spec_rules())
+    matrix = report.fold(_RESULTS, suite_rules())
     header = {
         "target": target_spec(),
         "name": str(subject.name),
