@@ -368,7 +368,7 @@ def lengths(draw: st.DrawFn, *, max_batch: int = 64, budget: int = 3000,
         else:
             out.append(draw(st.integers(low, max(low, min(40, left)))))
         left -= out[-1]
-    if caps is not None and OMITS_ZERO_LENGTH in caps and not any(out):
+    if caps is not None and OMITS_ZERO_LENGTH in caps and out and not any(out):
         out[0] = 1  # the batch of only empty sequences: the contract tier's named case
     return tuple(out)
 

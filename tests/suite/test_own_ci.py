@@ -28,6 +28,14 @@ def test_worked_example_adapter_fits_forty_lines() -> None:
     assert len(readme_example().splitlines()) <= 40
 
 
+def test_protocol_section_fits_sixty_lines() -> None:
+    """conformance/README.md's protocol, on one screen: its section at most 60 lines."""
+    text = (ROOT / "conformance" / "README.md").read_text()
+    section = re.search(r"^## The protocol.*?(?=^## )", text, re.DOTALL | re.MULTILINE)
+    assert section, "conformance/README.md has no protocol section"
+    assert len(section.group(0).splitlines()) <= 60
+
+
 def test_installed_suite_runs_an_outside_adapter(tmp_path: Path) -> None:
     src, site, user = tmp_path / "src", tmp_path / "site", tmp_path / "user"
     for name in SHIPPED:  # a fresh copy: no build output lands in the checkout
