@@ -16,7 +16,7 @@ import reference
 from .contract import segment_batch
 from .protocol import Packed, zero_length_of
 from .strategies import PackCase
-from .under_test import RuleViolation, TargetError, as_tuple, note_no_positions, target
+from .under_test import RuleViolation, TargetError, as_tuple, note_positions, target
 
 # The meta fields the protocol defines: arrays, and row counts.
 META_ARRAYS = ("seqlens", "seqlens_padded", "cu_seqlens", "cu_seqlens_padded")
@@ -80,9 +80,9 @@ def readable_output(result: tuple[Any, Any, Any], what: str
                     ) -> tuple[np.ndarray, Any, dict[str, Any]]:
     """Rows, position ids and meta of one pack call (a `target()` pack-like method's tuple), or
     TargetError where the protocol's shape is broken (arrays that cannot be read, meta not a
-    mapping or without `cu_seqlens_padded`, row counts that are not integers). No position ids
-    are noted (the test's position-id rules are declined); wrong values are left to the
-    checks."""
+    mapping or without `cu_seqlens_padded`, row counts that are not integers). Whether position
+    ids came is noted (a test that met none declines its position-id rules); wrong values are
+    left to the checks."""
     rows_in, pos_in, meta = result
     try:
         rows = np.asarray(rows_in)
@@ -90,8 +90,7 @@ def readable_output(result: tuple[Any, Any, Any], what: str
     except Exception as exc:
         raise TargetError(f"{what}: rows or position ids cannot be read as arrays: "
                           f"{exc!r}") from exc
-    if pos is None:
-        note_no_positions()
+    note_positions(pos is not None)
     if rows.ndim == 0 or (pos is not None and pos.ndim == 0):
         raise TargetError(f"{what}: rows {rows.shape} / position ids "
                           f"{getattr(pos, 'shape', None)} have no row dimension")

@@ -37,7 +37,8 @@ class TargetError(Exception):
     allow: no rule is decided, the report lists it apart with its traceback."""
 
 
-_STATE: dict[str, Any] = {"target": None, "spec": None, "no_positions": False}
+_STATE: dict[str, Any] = {"target": None, "spec": None, "no_positions": False,
+                          "positions": False}
 
 
 def set_target(obj: Any, spec: str) -> None:
@@ -119,23 +120,27 @@ def needs(*needed: str) -> pytest.MarkDecorator:
     return pytest.mark.needs(*needed)
 
 
-# Position ids are optional output (Packed.position_ids None): a test that met a rank without
-# them reports these rules, which only position ids decide, as declined (conftest.py).
+# Position ids are optional output (Packed.position_ids None): a test that met ranks without
+# them and none with them reports these rules, which only position ids decide, as declined
+# (conftest.py); one that met ranks with them judged the rules there.
 POSITIONS = "position_ids"
 NO_POSITIONS = "returns no position ids"
 POSITION_RULES = frozenset({"R-POS-1", "R-POS-2", "R-POS-3", "R-POS-4", "R-TAIL-2", "R-PID-1",
                             "R-PID-2", "R-PID-3", "R-CONSUMER-10"})
 
 
-def note_no_positions() -> None:
-    _STATE["no_positions"] = True
+def note_positions(given: bool) -> None:
+    """A rank met by the running test gave position ids (`given`) or none."""
+    _STATE["positions" if given else "no_positions"] = True
 
 
 def positions_declined() -> str | None:
-    """Where a rank gave no position ids since the last call (one test's run), the reason its
-    position-id rules are declined, worded as a declined skip's; else None."""
-    seen, _STATE["no_positions"] = _STATE["no_positions"], False
-    return f"Skipped: {_declined(POSITIONS, NO_POSITIONS)}" if seen else None
+    """Where the ranks met since the last call (one test's run) gave no position ids and none
+    gave any, the reason its position-id rules are declined, worded as a declined skip's; else
+    None."""
+    declined = _STATE["no_positions"] and not _STATE["positions"]
+    _STATE["no_positions"] = _STATE["positions"] = False
+    return f"Skipped: {_declined(POSITIONS, NO_POSITIONS)}" if declined else None
 
 
 def max_rows() -> int | None:

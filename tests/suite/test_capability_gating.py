@@ -76,6 +76,22 @@ def test_no_position_ids_is_no_crash(tmp_path: Path) -> None:
     assert not bad, bad
 
 
+def test_position_ids_on_some_ranks_are_judged_there(tmp_path: Path) -> None:
+    """A target with position ids at cp = 1 only (AReaL's case): the tests that also draw
+    cp = 1 judge its position-id rules there (pass), only the CP-only test declines them."""
+    report = run_suite("fake_targets:NoPositionsTarget", tmp_path,
+                       "conformance/test_differential.py::test_pack_matches_reference",
+                       "conformance/test_differential.py::test_zigzag_matches_reference")
+    statuses = {t["test"].split("::")[-1]: t["status"] for t in report["tests"]}
+    assert statuses == {"test_pack_matches_reference": "pass",
+                        "test_zigzag_matches_reference": "pass"}, statuses
+    rule = report["rules"]["R-POS-2"]  # cited by both tests
+    assert rule["status"] == "pass", rule
+    assert rule["tests"] == {
+        "conformance/test_differential.py::test_pack_matches_reference": "pass",
+        "conformance/test_differential.py::test_zigzag_matches_reference": "declined"}, rule
+
+
 def test_no_position_ids_are_declined(tmp_path: Path) -> None:
     """A target that never gives position ids: the rules only position ids decide are reported
     declined ("returns no position ids"), never passed; its rows are still judged."""
