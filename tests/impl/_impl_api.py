@@ -21,9 +21,7 @@ from hypothesis import settings
 import impl
 from conformance.plugin import CI_EXAMPLES
 from conformance.protocol import Config, Meta, capabilities, plain_meta
-from conformance.targets import _megatron_impl as meg
 from conformance.targets._impl_native import jagged_offsets
-from conformance.targets._megatron_view import params_dict, thd_params
 from conformance.targets.impl import ImplTarget, plan_from_meta
 
 HOST, VALUELESS = "cpu", "meta"
@@ -142,6 +140,13 @@ def newer_megatron(cp_rank: int, group_size: int = 0,
         yield group
 
 
+def _megatron() -> Any:
+    """The impl target's Megatron helpers, imported on first use (megatron-core with them)."""
+    from conformance.targets import _megatron_impl
+
+    return _megatron_impl
+
+
 class ImplApi(ImplTarget):
     """The impl target with the methods only impl's API can answer."""
 
@@ -187,12 +192,13 @@ class ImplApi(ImplTarget):
         component."""
         from impl import megatron
 
+        meg = _megatron()
         cfg = meg._full(config)
         input_ids, batch_size = meg._input_ids(meta)
         local = torch.from_numpy(np.ascontiguousarray(output)).to(VALUELESS)
         with meg.fake_parallel_state(cfg["tp_size"], 1, 0):
-            out = megatron.postprocess_thd_engine(local, thd_params(meta), input_ids, batch_size,
-                                                  **meg._layout(cfg))
+            out = megatron.postprocess_thd_engine(local, meg.thd_params(meta), input_ids,
+                                                  batch_size, **meg._layout(cfg))
         values = out.values()
         bounds = input_ids.offsets().tolist()
         return [spec_of(values[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
@@ -201,7 +207,7 @@ class ImplApi(ImplTarget):
                         cp_rank: int) -> tuple[list[np.ndarray], np.ndarray | None]:
         """postprocess_thd_engine of rank `cp_rank`, its all_gather answered in this process by
         `shards` over the CP group (R-MEG-3)."""
-        group = _CPGroup()
+        meg, group = _megatron(), _CPGroup()
         with meg._answered_gather(shards, cp_rank, group):
             return meg.distributed_unpack(shards[cp_rank], meta, config, cp_rank, group)
 
@@ -213,6 +219,7 @@ class ImplApi(ImplTarget):
         wrong shard); the view then says whether the params carry it and the dynamic group."""
         from impl import megatron
 
+        meg = _megatron()
         cfg = meg._full(config)
         kwargs: dict[str, Any] = {"use_fp8_padding": cfg["fp8"],
                                   "min_local_rows": cfg["min_local_rows"],
@@ -226,7 +233,7 @@ class ImplApi(ImplTarget):
                 cfg["tp_size"], state_cp, 0 if dynamic else cp_rank):
             rows, params, pos = megatron.preprocess_thd_engine(meg._nested(seqs), **kwargs)
         assert pos is not None  # pre_process=True
-        view = params_dict(params)
+        view = meg.params_dict(params)
         if dynamic:
             view["dynamic_group_ok"] = (getattr(params, "local_cp_size", None) == cfg["cp_size"]
                                         and getattr(params, "cp_group", None) is group)
@@ -238,8 +245,8 @@ class ImplApi(ImplTarget):
         come from `PackedSeqParams.cp_group` (a fresh one from
         get_dynamic_data_context_parallel_groups fails get_rank and all_gather), the parallel
         state says cp_size 1."""
-        own = _CPGroup()
-        params = thd_params(meta)
+        meg, own = _megatron(), _CPGroup()
+        params = meg.thd_params(meta)
         params.cp_group = own
         params.local_cp_size = len(shards)
         with newer_megatron(cp_rank, len(shards), rank_group=own), \

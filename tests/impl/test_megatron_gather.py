@@ -17,10 +17,10 @@ from conformance.running import ref_config, run_reference
 from conformance.strategies import Batch, PackCase, batches, configs, pack_cases
 from conformance.under_test import RuleViolation
 
-from ._impl_api import CAPS as ALL_CAPS
-from ._impl_api import IMPL, ci_settings
-
 pytest.importorskip("megatron.core")
+from ._impl_api import CAPS as ALL_CAPS  # noqa: E402
+from ._impl_api import IMPL, ci_settings  # noqa: E402
+
 pytestmark = pytest.mark.usefixtures("suite_target")
 # The Megatron view keeps verl's convention: spec 1.1's other conventions are not drawn.
 CAPS = ALL_CAPS - CONVENTION_CAPABILITIES
@@ -42,18 +42,17 @@ PRE_CAPS = CAPS | {"static_metadata"}
                                 dtypes=("float32", "float64", "int64", "bool"))))
 def test_postprocess_every_rank_in_process(case: PackCase) -> None:
     """postprocess_thd_engine on every CP rank, its all_gather answered in this process with
-    every rank's reference rows: each rank gets the whole batch back,
-    bit for bit, its own rows carry gradient 1 where real and 0 where padding, and the gather
-    goes over the CP group it was given. The same check as the distributed one, without
-    processes, so that every example and layout is cheap."""
+    every rank's reference rows: each rank gets the whole batch back, bit for bit, its own rows
+    carry gradient 1 where real and 0 where padding, and the gather goes over the CP group it
+    was given. The same check as the distributed one, without processes, so that every example
+    and layout is cheap."""
     seqs = case.batch.arrays()
     cfg = ref_config(case.config)
     plan = reference.plan_thd(list(case.batch.lengths), cfg)
     shards = [reference.pack_thd(seqs, cfg, r)[0] for r in range(case.cp_size)]
     want = reference.unpack_thd(shards, plan, cfg)
     for rank in range(case.cp_size):
-        outs, grad = IMPL.gathered_unpack(shards, plain_meta(plan), dict(case.config),
-                                              rank)
+        outs, grad = IMPL.gathered_unpack(shards, plain_meta(plan), dict(case.config), rank)
         assert len(outs) == len(want), f"rank {rank}: {len(outs)} sequences, spec {len(want)}"
         for i, (g, w) in enumerate(zip(outs, want, strict=True)):
             assert same_bits(np.asarray(g), w), \
@@ -103,12 +102,12 @@ def test_dynamic_cp_simulated(case: PackCase) -> None:
     expected = reference.unpack_thd(shards, plan, cfg)
     for rank in range(case.cp_size):
         rows, params, _ = IMPL.megatron_preprocess_newer(seqs, dict(case.config), rank,
-                                                             dynamic=True)
+                                                         dynamic=True)
         assert same_bits(rows[0], want[rank].rows), f"rank {rank}: rows differ from the spec"
         assert params["dynamic_group_ok"], \
             f"rank {rank}: PackedSeqParams lack local_cp_size or the dynamic CP group"
         outs, grad = IMPL.gathered_unpack_dynamic(shards, plain_meta(plan),
-                                                      dict(case.config), rank)
+                                                  dict(case.config), rank)
         assert len(outs) == len(expected)
         for i, (g, w) in enumerate(zip(outs, expected, strict=True)):
             assert same_bits(np.asarray(g), w), f"rank {rank} sequence {i} differs"
