@@ -99,10 +99,6 @@ OTHER_DTYPES: dict[str, int] = {  # name -> bytes per element
     if hasattr(torch, name)}
 
 
-class _CPGroup:
-    """Stands for a CP process group."""
-
-
 @contextlib.contextmanager
 def newer_megatron(cp_rank: int, group_size: int = 0,
                    rank_group: Any = None) -> Iterator[Any]:
@@ -118,7 +114,7 @@ def newer_megatron(cp_rank: int, group_size: int = 0,
         newer = dataclasses.make_dataclass(
             "PackedSeqParams", [("cp_partition_mode", Any, dataclasses.field(default=None))],
             bases=(base,))
-    group = _CPGroup()
+    group = _megatron()._CPGroup()
 
     def get_groups(group_size: int) -> Any:
         if group_size != expected_size:
@@ -207,7 +203,8 @@ class ImplApi(ImplTarget):
                         cp_rank: int) -> tuple[list[np.ndarray], np.ndarray | None]:
         """postprocess_thd_engine of rank `cp_rank`, its all_gather answered in this process by
         `shards` over the CP group (R-MEG-3)."""
-        meg, group = _megatron(), _CPGroup()
+        meg = _megatron()
+        group = meg._CPGroup()
         with meg._answered_gather(shards, cp_rank, group):
             return meg.distributed_unpack(shards[cp_rank], meta, config, cp_rank, group)
 
@@ -245,7 +242,8 @@ class ImplApi(ImplTarget):
         come from `PackedSeqParams.cp_group` (a fresh one from
         get_dynamic_data_context_parallel_groups fails get_rank and all_gather), the parallel
         state says cp_size 1."""
-        meg, own = _megatron(), _CPGroup()
+        meg = _megatron()
+        own = meg._CPGroup()
         params = meg.thd_params(meta)
         params.cp_group = own
         params.local_cp_size = len(shards)
