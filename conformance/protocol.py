@@ -98,11 +98,7 @@ VALIDATION: dict[str, str] = {
 #   plan(seqlens, config) -> Meta;  unpack(shards: S, meta, config) -> S  (R-UNPACK-1)
 #   resolve_engine_config(**flags) -> config;  loss_mask(meta, config, cp_rank) -> bool
 #       [local_rows]  (R-LABEL-3)
-#   pack_as(form, seqs, config, cp_rank, ...) -> P, with attributes batch_forms (containers
-#       packed as the list is) and rejected_forms {form: (rule, word the error names)}
 #   pack_masked(values [B, S, *trail], mask [B, S], config, cp_rank, ...) -> P  (R-IN-7)
-#   pack_flat(values [sum L, *trail], lengths, config, cp_rank) -> P
-#   pack_float8(bits: uint8 S, dtype, config, cp_rank, *, pad_value=0) -> P, rows as uint8
 #   plan_as_is(seqlens, config), pack_as_is(seqs, config, cp_rank), unpack_as_is(shards, meta,
 #       config, *, plan=None, config_obj=None): those arguments handed over unchanged
 #   native_scalar(value) -> your 0-d array
@@ -119,9 +115,8 @@ VALIDATION: dict[str, str] = {
 #       -> [B, S, *trail]  (R-MEG-8, R-MEG-9)
 METHODS: dict[str, str] = {
     "plan": "plan", "unpack": "unpack", "engine": "resolve_engine_config",
-    "loss_mask": "loss_mask", "batch_forms": "pack_as", "rejected_forms": "rejected_forms",
-    "mask_form": "pack_masked", "flat_batch_checks": "pack_flat", "float8": "pack_float8",
-    "api_type_checks": "pack_as_is", "native_scalars": "native_scalar",
+    "loss_mask": "loss_mask", "mask_form": "pack_masked", "api_type_checks": "pack_as_is",
+    "native_scalars": "native_scalar",
     "megatron": "megatron_preprocess", "megatron_checks": "megatron_preprocess_as_is",
     "kwargs_params": "megatron_preprocess_kwargs", "packed_seqs": "packed_preprocess",
     "distributed": "distributed_unpack",
@@ -199,8 +194,7 @@ def zero_length_of(target: Any) -> str:
 
 
 def has_method(target: Any, cap: str) -> bool:
-    attr = getattr(target, METHODS[cap], None)
-    return attr is not None and (cap == "rejected_forms" or callable(attr))
+    return callable(getattr(target, METHODS[cap], None))
 
 
 def capabilities(target: Any) -> frozenset[str]:
@@ -243,7 +237,7 @@ def describe(cap: str) -> str:
         return ("the target omits zero-length sequences (R-META-8): a batch of only empty ones "
                 "is judged by the contract tier's named degenerate cases")
     if cap in METHODS:
-        return f"the target has no {METHODS[cap]}{'' if cap == 'rejected_forms' else '()'}"
+        return f"the target has no {METHODS[cap]}()"
     if cap.endswith("_checks") and cap[:-len("_checks")] in VALIDATION:
         return f"validated elsewhere: {VALIDATION[cap[:-len('_checks')]]}"
     return FEATURES.get(cap) or BASE_FEATURES.get(cap) or cap

@@ -1,6 +1,6 @@
-"""The rejection table's rows for the other input forms (see rejections.py): flat values with
-`lengths=`, the mask form, unpack's shards, plans and configs of a foreign type, verl's mask
-entry points. Imported by `rejections.rows()`, which files them into the same TABLE.
+"""The rejection table's rows for the other input forms (see rejections.py): the mask form,
+unpack's shards, plans and configs of a foreign type, verl's mask entry points. Imported by
+`rejections.rows()`, which files them into the same TABLE.
 """
 
 from __future__ import annotations
@@ -13,48 +13,7 @@ import numpy as np
 import reference
 
 from .protocol import Meta, plain_meta
-from .rejections import INT32_MAX, Named, Row, T, V, _add, _fixed, two_sequences
-
-# ----------------------------------------------------------------------------------------------
-# Flat values with lengths= (capability flat_batch_checks)
-
-
-def _flat(lengths: Any, rows: int, trail: tuple[int, ...] = ()) -> Callable[..., dict[str, Any]]:
-    values = np.arange(rows * int(np.prod(trail)), dtype=np.int64).reshape(rows, *trail)
-    return lambda base: {"values": values, "lengths": lengths, "config": dict(base)}
-
-
-FLAT: list[tuple[str, Any, int, tuple[int, ...], type[Exception], tuple[Any, ...]]] = [
-    ("sum-short", [3, 4], 8, (), V, (8,)), ("sum-long", [3, 9], 8, (), V, (8,)),
-    ("sum-short-trail", [3, 4], 8, (3,), V, (8,)), ("sum-long-trail", [5, 6], 8, (2, 2), V, (8,)),
-    ("sum-tensor", np.array([3, 4], np.int64), 8, (3,), V, (8,)),
-    ("negative", [9, -1], 8, (), V, (-1,)),
-    ("negative-tensor", np.array([9, -1], np.int32), 8, (3,), V, (-1,)),
-    ("float-list", [4.0, 4], 8, (), T, ()), ("float-tensor", np.array([4.0, 4.0]), 8, (), T, ()),
-    ("bool-list", [True] * 8, 8, (), T, ()), ("bool-tensor", np.ones(8, bool), 8, (), T, ()),
-    ("str", "44", 8, (), T, ("str",)), ("2-D", np.array([[4, 4]]), 8, (), V, ()),
-    ("empty-list", [], 0, (), V, ()), ("empty-tensor", np.array([], np.int64), 0, (3,), V, ()),
-    ("above-int32", [INT32_MAX + 1, -(INT32_MAX + 1) + 8], 8, (), V, ()),
-]
-for _name, _lens, _rows, _trail, _cls, _shown in FLAT:
-    _rule = "R-ERR-1" if _cls is T else "R-ERR-9" if _name.startswith("sum") else \
-        "R-ERR-7" if _name.startswith("empty") else "R-ERR-8" if _name == "above-int32" else \
-        "R-ERR-6"
-    _add(_rule, Row(f"flat-{_name}", "pack_flat", _flat(_lens, _rows, _trail), _cls,
-                    ("lengths", *_shown), needs=("flat_batch_checks",), also=("R-IN-1",)))
-_add("R-ERR-1", Row("flat-list-with-lengths", "pack_flat",
-                    _fixed(values=[np.zeros(2), np.zeros(3)], lengths=[2, 3], config={}), T,
-                    ("lengths", "list"), needs=("flat_batch_checks",), also=("R-IN-1",)))
-_add("R-ERR-9", Row("flat-zero-dim-values", "pack_flat",
-                    _fixed(values=np.array(5), lengths=[1], config={}), V, ("batch|values",),
-                    needs=("flat_batch_checks",), also=("R-IN-1",)))
-_FLAT_VALUES = np.arange(24, dtype=np.int64).reshape(8, 3)
-for _name, _lens in [("list", [3, 0, 5]), ("int32-array", np.array([3, 0, 5], np.int32)),
-                     ("numpy-ints", [np.int64(3), 0, np.int16(5)])]:
-    _add("R-IN-1", Row(f"flat-accepted-{_name}", "pack_flat",
-                       (lambda n: lambda base: {"values": _FLAT_VALUES, "lengths": n,
-                                                "config": dict(base)})(_lens),
-                       None, needs=("flat_batch_checks",), also=("R-ROW-1",)))
+from .rejections import Named, Row, T, V, _add, _fixed, two_sequences
 
 # ----------------------------------------------------------------------------------------------
 # The mask form (R-IN-7, capability mask_form)

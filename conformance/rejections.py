@@ -40,7 +40,7 @@ class IfCap:
 @dataclass(frozen=True)
 class Row:
     name: str
-    api: str  # pack, plan, pack_flat, pack_masked, unpack, pack_as_is, unpack_as_is, plan_as_is,
+    api: str  # pack, plan, pack_masked, unpack, pack_as_is, unpack_as_is, plan_as_is,
     # packed_preprocess, packed_postprocess, packed_gathered, native_pack
     args: Callable[[dict[str, Any]], dict[str, Any]]  # base config -> keyword input of `api`
     error: type[Exception] | None

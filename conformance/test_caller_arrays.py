@@ -11,7 +11,7 @@ import pytest
 import reference
 
 from .compare import same_value, snapshot
-from .under_test import RuleViolation, require, require_config, target, with_convention
+from .under_test import RuleViolation, require_config, target, with_convention
 
 CONFIGS = ({"cp_size": 1}, {"cp_size": 2}, {"cp_size": 2, "tp_size": 3},
            {"cp_size": 3, "cp_layout": "contiguous"})
@@ -21,38 +21,6 @@ def _locked(a: np.ndarray) -> np.ndarray:
     a = a.copy()
     a.setflags(write=False)
     return a
-
-
-@pytest.mark.rules("R-IN-1", "R-IN-6", "R-ROW-1")
-@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: "-".join(f"{k}{v}" for k, v in
-                                                                  c.items()))
-@pytest.mark.parametrize("form", ["broadcast", "read-only"])
-def test_flat_lengths_the_caller_keeps(config: dict[str, object], form: str) -> None:
-    """Flat values with a broadcast or read-only `lengths` array (capability
-    `flat_batch_checks`): every rank's rows are the reference's for the split batch, and the
-    lengths and values are unchanged."""
-    require("flat_batch_checks")
-    values = _locked(np.arange(36, dtype=np.int64).reshape(12, 3))
-    lengths = (np.broadcast_to(np.int64(4), (3,)) if form == "broadcast"
-               else _locked(np.array([4, 0, 8], dtype=np.int64)))
-    sizes = [int(n) for n in lengths]
-    seqs = np.split(values, np.cumsum(sizes)[:-1])
-    config = with_convention(config)
-    require_config(config, lengths=sizes, trail=(3,))
-    cfg = reference.PackConfig(**config)  # type: ignore[arg-type]
-    before = (values.tobytes(), lengths.tobytes())
-    for rank in range(cfg.cp_size):
-        want, _, _ = reference.pack_thd(seqs, cfg, rank)
-        what = f"pack_flat(lengths={form} {lengths.tolist()}, config={config}, rank {rank})"
-        try:
-            rows, _, _ = target().pack_flat(values, lengths, dict(config), rank)
-        except Exception as exc:  # the rejection is the failure under test
-            raise RuleViolation(f"{what}: a valid 1-D integer array, rejected: {exc!r}",
-                                {"R-IN-1", "R-IN-6"}) from exc
-        if not same_value(np.asarray(rows), want):
-            raise RuleViolation(f"{what}: rows differ from the spec's", {"R-ROW-1"})
-        if (values.tobytes(), lengths.tobytes()) != before:
-            raise RuleViolation(f"{what}: wrote into its inputs", {"R-IN-6"})
 
 
 @pytest.mark.rules("R-IN-1", "R-IN-6", "R-ROW-1")

@@ -25,13 +25,9 @@ from .compare import (
 from .contract import segment_lengths
 from .protocol import plain_meta, zero_length_of
 from .running import (
-    RankResult,
-    call_target,
-    readable_output,
     ref_config,
     run_reference,
     run_target,
-    valid_input_rules,
 )
 from .strategies import (
     Batch,
@@ -241,40 +237,6 @@ def test_need_roll_matches_reference(case: PackCase) -> None:
 def test_zero_length_sequences_match_reference(case: PackCase) -> None:
     """Empty sequences anywhere never change another sequence's rows (erratum E-3)."""
     _check_pack(case)
-
-
-# Input containers other than a list of arrays (capability `batch_forms`); "list" without it.
-FORMS: tuple[str, ...] = tuple(getattr(target(), "batch_forms", ())) or ("list",)
-
-
-@needs("batch_forms")
-@pytest.mark.rules("R-IN-1", "R-IN-2", "R-ROW-1", "R-ROW-2", "R-POS-2", "R-ROLL-1")
-@prop_settings(0.5)
-@example(PackCase(config={"cp_size": 2}, batch=Batch((3, 0, 5), trail=(2,), dtype="float32")),
-         "nested-gaps")
-# impl's mask form with the mask at storage offset 9 (a word scan must not view it as int64)
-@example(PackCase(config={"cp_size": 2}, batch=Batch((3, 0, 5), trail=(2,), dtype="float32")),
-         "padded-offset-9")
-@given(pack_cases(caps=CAPS), st.sampled_from(FORMS))
-def test_batch_forms_match_reference(case: PackCase, form: str) -> None:
-    """R-IN-1 defines a batch as an ordered sequence of arrays, not a container type: every
-    input form the target accepts (a nested tensor, a flat buffer with lengths, a padded batch
-    and mask that are views at a storage offset, ...) packs to the reference's rows and position
-    ids on every rank."""
-    assume(form in FORMS)  # the examples name impl's forms
-    assume_declared(case)
-    seqs = case.batch.arrays()
-    got = []
-    for rank in range(case.cp_size):
-        what = f"pack_as({form!r}, rank {rank})"
-        result = call_target(what, target().pack_as, form, seqs, dict(case.config), rank,
-                             need_roll=case.need_roll, pad_value=case.pad_value,
-                             rules=valid_input_rules(case))
-        got.append(RankResult(*readable_output(result, what)))
-    want = run_reference(case, seqs)
-    check_meta(got, want, case.config)
-    check_rows(case, got, want)
-    check_positions(case, got, want)
 
 
 @needs("loss_mask")

@@ -95,15 +95,6 @@ def call(row: Row, base: dict[str, Any], target: Any) -> Call:
         return Call(lambda: target.plan(a["seqlens"], dict(a["config"])),
                     lambda: reference.plan_thd(a["seqlens"], reference.PackConfig(**a["config"])),
                     [a["seqlens"]])
-    if api == "pack_flat":
-        config = a["config"]
-
-        def flat_rows(rank: int) -> np.ndarray:
-            sizes = np.cumsum([int(n) for n in a["lengths"]])[:-1]
-            return reference.pack_thd(np.split(a["values"], sizes),
-                                      reference.PackConfig(**config), rank)[0]
-        return Call(lambda: target.pack_flat(a["values"], a["lengths"], dict(config), 0), None,
-                    [a["values"], a["lengths"]], flat_rows, int(config.get("cp_size", 1)))
     if api == "pack_masked":
         values, mask, config = a["values"], a["mask"], a["config"]
 
@@ -226,10 +217,8 @@ def _accepted(row: Row, c: Any, result: Any, what: str, rules: set[str]) -> None
 
 
 def _other_rank(row: Row, c: Any, rank: int) -> Any:
-    """The same accepted call on another rank (the flat and mask forms pack every rank)."""
+    """The same accepted call on another rank (the mask form packs every rank)."""
     a = row.args(BASE)
-    if row.api == "pack_flat":
-        return target().pack_flat(a["values"], a["lengths"], dict(a["config"]), rank)
     return target().pack_masked(a["values"], a["mask"], dict(a["config"]), rank)
 
 

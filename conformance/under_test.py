@@ -68,7 +68,7 @@ class Subject:
     """The adapter as the checks call it: `pack` and the other pack-like optional methods
     return (rows, position_ids, meta); every other attribute is the adapter's own."""
 
-    PACKING = ("pack", "pack_as", "pack_masked", "pack_flat", "pack_float8")
+    PACKING = ("pack", "pack_masked")
 
     def __init__(self, adapter: Any) -> None:
         self.adapter = adapter

@@ -1,7 +1,8 @@
 """The `impl` target (default): the fast torch implementation and its Megatron adapter.
 
-impl's API beyond the protocol (the `meta` device, torch-only dtypes, the row map, postprocess
-under a newer megatron-core) is checked by tests/impl/ through a subclass of this target."""
+impl's API beyond the protocol (its other batch containers, float8 dtypes, the `meta` device,
+the row map, postprocess under a newer megatron-core) is checked by tests/impl/ through a
+subclass of this target."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ import torch
 import impl
 
 from ..protocol import Config, Declared, Meta, Packed, plain_meta, plan_fields
-from . import _impl_native
 
 
 def tensor(array: np.ndarray) -> torch.Tensor:
@@ -60,50 +60,6 @@ def run_pack(batch: Any, config: Config, cp_rank: Any, **kwargs: Any) -> Packed:
     return packed(*impl.pack_thd(batch, impl.PackConfig(**config), cp_rank, **kwargs))
 
 
-def to_form(form: str, seqs: list[np.ndarray]) -> tuple[Any, dict[str, Any]]:
-    """The batch as impl's input form `form` (see ImplTarget.batch_forms) plus extra kwargs."""
-    if form in _impl_native.SUBCLASS_FORMS:
-        return _impl_native.subclass_form(form, seqs), {}
-    if form in _impl_native.REJECTED_FORMS:
-        return _impl_native.rejected_form(form, seqs), {}
-    if form in _impl_native.OFFSET_FORMS:
-        return _impl_native.offset_form(form, seqs)
-    parts = [tensor(s) for s in seqs]
-    if form == "list":
-        return parts, {}
-    if form == "tuple":
-        return tuple(parts), {}
-    lengths = [p.shape[0] for p in parts]
-    if form in ("padded-left", "padded-scattered"):
-        return padded_with_mask(seqs, left=form == "padded-left")
-    values = torch.cat(parts, dim=0)
-    if form == "flat-list":
-        return values, {"lengths": lengths}
-    if form == "flat-tensor":
-        return values, {"lengths": torch.tensor(lengths, dtype=torch.int32)}
-    offsets = _impl_native.jagged_offsets(lengths)
-    if form == "nested":
-        return torch.nested.nested_tensor_from_jagged(values, offsets), {}
-    if form == "nested-gaps":
-        # Every sequence followed by two junk rows in the values buffer: the starts come from
-        # the offsets, the lengths from lengths(), and the junk must never be read.
-        junk = torch.zeros((2, *values.shape[1:]), dtype=values.dtype)
-        junk.view(torch.uint8).fill_(0xA5)
-        spaced = torch.cat([t for p in parts for t in (p, junk)], dim=0)
-        starts = _impl_native.jagged_offsets([n + 2 for n in lengths])
-        return torch.nested.nested_tensor_from_jagged(
-            spaced, starts, lengths=torch.tensor(lengths, dtype=torch.int64)), {}
-    raise ValueError(f"unknown batch form {form!r}")
-
-
-def padded_with_mask(seqs: list[np.ndarray], left: bool) -> tuple[Any, dict[str, Any]]:
-    """impl's mask form, each row left-padded or scattered (S leaves room for both)."""
-    s = 2 * max(x.shape[0] for x in seqs) + 1
-    x, mask = _impl_native.padded(seqs, s, (lambda i, n: np.arange(s - n, s)) if left
-                                  else _impl_native.scattered)
-    return torch.from_numpy(x), {"mask": torch.from_numpy(mask)}
-
-
 def plan_from_meta(meta: Meta) -> Any:
     """impl's Plan built from plain data (the suite may tamper with it, R-ERR-11)."""
     return impl.Plan(**plan_fields(
@@ -128,13 +84,6 @@ class ImplTarget:
          "static_metadata", "tail_segment", "seq_align_cp", "large_totals",
          "forged_plan_checks", "seq_align_none", "tail_tokens", "fixed_total",
          "labels_ignore"}))
-    # impl.pack_thd's other containers (R-IN-1): a jagged nested tensor (with gaps in its
-    # values buffer or not), flat values with lengths=, a padded [B, S, *trail] tensor with a
-    # bool mask= (one run per row, or scattered; at storage offsets), tensor subclasses.
-    batch_forms = ("list", "tuple", "nested", "nested-gaps", "flat-list", "flat-tensor",
-                   "padded-left", "padded-scattered", *_impl_native.SUBCLASS_FORMS,
-                   *_impl_native.OFFSET_FORMS)
-    rejected_forms = _impl_native.REJECTED_FORMS
 
     def pack(
         self, seqs: Any, config: Config, cp_rank: Any, *, need_roll: Any = False,
@@ -148,27 +97,12 @@ class ImplTarget:
             kwargs["pad_value"] = pad_value
         return run_pack(to_torch(seqs), config, cp_rank, **kwargs)
 
-    def pack_as(
-        self, form: str, seqs: list[np.ndarray], config: Config, cp_rank: int, *,
-        need_roll: bool = False, pad_value: Any = 0,
-    ) -> Packed:
-        batch, kwargs = to_form(form, seqs)
-        return run_pack(batch, config, cp_rank, need_roll=need_roll, pad_value=pad_value,
-                        **kwargs)
-
     def pack_masked(
         self, values: Any, mask: Any, config: Config, cp_rank: int, *,
         need_roll: bool = False, pad_value: Any = 0,
     ) -> Packed:
         return run_pack(as_tensor(values), config, cp_rank, need_roll=need_roll,
                     pad_value=pad_value, mask=as_tensor(mask))
-
-    def pack_flat(
-        self, values: np.ndarray, lengths: Any, config: Config, cp_rank: int
-    ) -> Packed:
-        """`values` an ndarray, or for rejection tests a list of arrays (a list of tensors)."""
-        flat = tensor(values) if isinstance(values, np.ndarray) else to_torch(values)
-        return run_pack(flat, config, cp_rank, lengths=as_tensor(lengths))
 
     def plan_as_is(self, seqlens: Any, config: Any) -> Any:
         return impl.plan_thd(seqlens, config)
@@ -183,14 +117,6 @@ class ImplTarget:
         return impl.unpack_thd(shard_tensors(shards),
                                plan_from_meta(meta) if plan is None else plan,
                                impl.PackConfig(**config) if config_obj is None else config_obj)
-
-    def pack_float8(
-        self, bits: list[np.ndarray], dtype: str, config: Config, cp_rank: int, *,
-        pad_value: Any = 0,
-    ) -> Packed:
-        rows, pos, plan = impl.pack_thd(_impl_native.viewed(bits, dtype),
-                                        impl.PackConfig(**config), cp_rank, pad_value=pad_value)
-        return packed(rows.view(torch.uint8), pos, plan)
 
     def native_scalar(self, value: bool | int | float) -> Any:
         return torch.tensor(value)

@@ -1,7 +1,9 @@
-"""impl's API beyond the adapter protocol, as the suite's checks call it: the `meta` device and
-torch-only dtypes (spec section 1a), the row map, and the Megatron adapter's postprocess in one
-process and under a newer megatron-core. Only impl has these, so their checks live here, not in
-the suite (conformance/), and run against `IMPL` through the suite's own comparisons.
+"""impl's API beyond the adapter protocol, as the suite's checks call it: its batch containers
+(nested tensors, flat values with `lengths=`, tensor subclasses, float8 dtypes), the `meta`
+device and torch-only dtypes (spec section 1a), the row map, and the Megatron adapter's
+postprocess in one process and under a newer megatron-core. Only impl has these, so their
+checks live here, not in the suite (conformance/), and run against `IMPL` through the suite's
+own comparisons.
 """
 
 from __future__ import annotations
@@ -20,9 +22,18 @@ from hypothesis import settings
 
 import impl
 from conformance.plugin import CI_EXAMPLES
-from conformance.protocol import Config, Meta, capabilities, plain_meta
-from conformance.targets._impl_native import jagged_offsets
-from conformance.targets.impl import ImplTarget, plan_from_meta
+from conformance.protocol import Config, Meta, Packed, capabilities, plain_meta
+from conformance.targets.impl import (
+    ImplTarget,
+    as_tensor,
+    packed,
+    plan_from_meta,
+    run_pack,
+    tensor,
+    to_torch,
+)
+
+from ._impl_forms import BATCH_FORMS, REJECTED_FORMS, jagged_offsets, to_form, viewed
 
 HOST, VALUELESS = "cpu", "meta"
 
@@ -146,9 +157,31 @@ def _megatron() -> Any:
 class ImplApi(ImplTarget):
     """The impl target with the methods only impl's API can answer."""
 
+    batch_forms = BATCH_FORMS
+    rejected_forms = REJECTED_FORMS  # form -> (the rule, a word the message must contain)
     devices = (HOST, VALUELESS)
     valueless_forms = VALUELESS_FORMS
     other_dtypes = OTHER_DTYPES
+
+    def pack_as(self, form: str, seqs: list[np.ndarray], config: Config, cp_rank: int, *,
+                need_roll: bool = False, pad_value: Any = 0) -> Packed:
+        """pack_thd of the batch in impl's container `form` (BATCH_FORMS, REJECTED_FORMS)."""
+        batch, kwargs = to_form(form, seqs)
+        return run_pack(batch, config, cp_rank, need_roll=need_roll, pad_value=pad_value,
+                        **kwargs)
+
+    def pack_flat(self, values: Any, lengths: Any, config: Config, cp_rank: int) -> Packed:
+        """pack_thd(values, lengths=...): `values` an ndarray, or for a rejection a list of
+        arrays (handed over as a list of tensors)."""
+        flat = tensor(values) if isinstance(values, np.ndarray) else to_torch(values)
+        return run_pack(flat, config, cp_rank, lengths=as_tensor(lengths))
+
+    def pack_float8(self, bits: list[np.ndarray], dtype: str, config: Config, cp_rank: int, *,
+                    pad_value: Any = 0) -> Packed:
+        """pack_thd of the bits viewed as float8 `dtype`; the rows back as their bits (uint8)."""
+        rows, pos, plan = impl.pack_thd(viewed(bits, dtype), impl.PackConfig(**config), cp_rank,
+                                        pad_value=pad_value)
+        return packed(rows.view(torch.uint8), pos, plan)
 
     def pack_valueless(self, form: str, seqs: list[np.ndarray], config: Config, cp_rank: int, *,
                        need_roll: bool = False, pad_value: Any = 0,

@@ -1,6 +1,7 @@
-"""impl's own inputs that NumPy cannot express, for the impl target: tensor subclasses and
-views at storage offsets (batch forms), nested layouts impl refuses (`rejected_forms`), and
-float8 rows viewed from their bytes (`pack_float8`)."""
+"""impl's input containers beyond a list of arrays (R-IN-1), as `_impl_api.ImplApi.pack_as`
+builds them from NumPy: nested tensors, flat values with `lengths=`, padded values with a mask
+(at storage offsets too), tensor subclasses; the nested layouts impl must refuse; float8 rows
+viewed from their bytes (NumPy has no float8)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from conformance.targets.impl import tensor
 
 
 class PlainSubclass(torch.Tensor):
@@ -105,3 +108,53 @@ def rejected_form(form: str, seqs: list[np.ndarray]) -> Any:
 def viewed(bits: list[np.ndarray], dtype: str) -> list[torch.Tensor]:
     """The arrays' bytes viewed as torch's dtype `dtype`."""
     return [torch.from_numpy(b).view(getattr(torch, dtype)) for b in bits]
+
+
+# impl.pack_thd's containers (R-IN-1): a list or tuple, a jagged nested tensor (with gaps in its
+# values buffer or not), flat values with lengths=, a padded [B, S, *trail] tensor with a bool
+# mask= (one run per row, or scattered; at storage offsets), tensor subclasses.
+BATCH_FORMS = ("list", "tuple", "nested", "nested-gaps", "flat-list", "flat-tensor",
+               "padded-left", "padded-scattered", *SUBCLASS_FORMS, *OFFSET_FORMS)
+
+
+def to_form(form: str, seqs: list[np.ndarray]) -> tuple[Any, dict[str, Any]]:
+    """The batch as impl's input form `form` (see BATCH_FORMS) plus extra kwargs."""
+    if form in SUBCLASS_FORMS:
+        return subclass_form(form, seqs), {}
+    if form in REJECTED_FORMS:
+        return rejected_form(form, seqs), {}
+    if form in OFFSET_FORMS:
+        return offset_form(form, seqs)
+    parts = [tensor(s) for s in seqs]
+    if form == "list":
+        return parts, {}
+    if form == "tuple":
+        return tuple(parts), {}
+    lengths = [p.shape[0] for p in parts]
+    if form in ("padded-left", "padded-scattered"):
+        return padded_with_mask(seqs, left=form == "padded-left")
+    values = torch.cat(parts, dim=0)
+    if form == "flat-list":
+        return values, {"lengths": lengths}
+    if form == "flat-tensor":
+        return values, {"lengths": torch.tensor(lengths, dtype=torch.int32)}
+    offsets = jagged_offsets(lengths)
+    if form == "nested":
+        return torch.nested.nested_tensor_from_jagged(values, offsets), {}
+    if form == "nested-gaps":
+        # Every sequence followed by two junk rows in the values buffer: the starts come from
+        # the offsets, the lengths from lengths(), and the junk must never be read.
+        junk = torch.zeros((2, *values.shape[1:]), dtype=values.dtype)
+        junk.view(torch.uint8).fill_(0xA5)
+        spaced = torch.cat([t for p in parts for t in (p, junk)], dim=0)
+        starts = jagged_offsets([n + 2 for n in lengths])
+        return torch.nested.nested_tensor_from_jagged(
+            spaced, starts, lengths=torch.tensor(lengths, dtype=torch.int64)), {}
+    raise ValueError(f"unknown batch form {form!r}")
+
+
+def padded_with_mask(seqs: list[np.ndarray], left: bool) -> tuple[Any, dict[str, Any]]:
+    """impl's mask form, each row left-padded or scattered (S leaves room for both)."""
+    s = 2 * max(x.shape[0] for x in seqs) + 1
+    x, mask = padded(seqs, s, (lambda i, n: np.arange(s - n, s)) if left else scattered)
+    return torch.from_numpy(x), {"mask": torch.from_numpy(mask)}
