@@ -277,12 +277,14 @@ def row_bytes(a: np.ndarray) -> np.ndarray:
 class _Tokens:
     """The batch flattened: every token's row bytes and where it comes from."""
 
-    def __init__(self, seqs: Sequence[np.ndarray]) -> None:
+    def __init__(self, seqs: Sequence[np.ndarray], outputs: Sequence[Any]) -> None:
         self.lengths = [int(s.shape[0]) for s in seqs]
         self.starts = np.concatenate([[0], np.cumsum(self.lengths)]).astype(np.int64)
-        self.dtype, self.trail = seqs[0].dtype, seqs[0].shape[1:]
-        flat = np.concatenate([np.asarray(s) for s in seqs], axis=0)
-        self.bytes = row_bytes(flat)
+        # No sequence (B' = 0: an omitting packer's all-empty batch): the rows' own type, which
+        # check_pack holds to the batch's.
+        like = seqs[0] if seqs else outputs[0].rows
+        self.dtype, self.trail = like.dtype, like.shape[1:]
+        self.bytes = row_bytes(np.concatenate([np.asarray(s) for s in seqs] or [like[:0]]))
         self.where: dict[bytes, list[tuple[int, int]]] = {}
         for i, length in enumerate(self.lengths):
             for j in range(length):
@@ -360,7 +362,7 @@ def check_tokens(seqs: Sequence[np.ndarray], outputs: Sequence[Any], buffer: Buf
     """R-CONSUMER-7: every real token at its consumer slot (i, j), bit for bit, so exactly once,
     in its own segment, in order; R-CONSUMER-6 where a token is found misplaced inside its own
     segment (the rows are not TE's partition of the target's buffer). need_roll=False."""
-    tokens = _Tokens(seqs)
+    tokens = _Tokens(seqs, outputs)
     _segments_cover(tokens, buffer)
     for rank, output in enumerate(outputs):
         _check_row_type(output.rows, tokens, rank, "R-CONSUMER-7")
@@ -389,7 +391,7 @@ def check_tokens(seqs: Sequence[np.ndarray], outputs: Sequence[Any], buffer: Buf
 
 def check_positions(seqs: Sequence[np.ndarray], outputs: Sequence[Any], buffer: Buffer) -> None:
     """R-CONSUMER-10: without need_roll, a real slot (i, j) has position id j."""
-    tokens = _Tokens(seqs)
+    tokens = _Tokens(seqs, outputs)
     _segments_cover(tokens, buffer)
     for rank, output in enumerate(outputs):
         pos = getattr(output, "pos", None)
@@ -409,7 +411,7 @@ def check_positions(seqs: Sequence[np.ndarray], outputs: Sequence[Any], buffer: 
 
 def check_labels(seqs: Sequence[np.ndarray], outputs: Sequence[Any], buffer: Buffer) -> None:
     """R-CONSUMER-11: with need_roll, a real slot (i, j < L_i - 1) holds x_i[j + 1]."""
-    tokens = _Tokens(seqs)
+    tokens = _Tokens(seqs, outputs)
     _segments_cover(tokens, buffer)
     for rank, output in enumerate(outputs):
         _check_row_type(output.rows, tokens, rank, "R-CONSUMER-11")
@@ -429,7 +431,7 @@ def check_ignored_labels(seqs: Sequence[np.ndarray], outputs: Sequence[Any], buf
                          ignore_index: Any = -100) -> None:
     """R-CONSUMER-15: with need_roll under labels='ignore', every padding row and the slot
     (i, L_i - 1) of every non-empty sequence hold ignore_index (R-LABEL-1)."""
-    tokens = _Tokens(seqs)
+    tokens = _Tokens(seqs, outputs)
     _segments_cover(tokens, buffer)
     ignore = row_bytes(np.full((1, *tokens.trail), ignore_index, dtype=tokens.dtype))[0]
     for rank, output in enumerate(outputs):
@@ -454,7 +456,7 @@ def check_position_boundaries(seqs: Sequence[np.ndarray], outputs: Sequence[Any]
     buffer order: every rank's rows at their consumer slots) start at every non-empty
     sequence's first token and nowhere else inside its real tokens; position ids that are the
     inputs' (without need_roll, or with it under labels='ignore')."""
-    tokens = _Tokens(seqs)
+    tokens = _Tokens(seqs, outputs)
     _segments_cover(tokens, buffer)
     bounds = buffer.bounds
     ids = np.zeros(int(bounds[-1]), dtype=np.int64)
@@ -498,7 +500,7 @@ def check_no_leak(seqs: Sequence[np.ndarray], outputs: Sequence[Any], buffer: Bu
     """R-CONSUMER-12: no padding row holds a token of another sequence (a leak). Decided for
     tokens whose value is unique in the batch; a row equal to the value padding holds is never
     a leak: pad_value, or ignore_index for labels under labels='ignore' (R-CONSUMER-15)."""
-    tokens = _Tokens(seqs)
+    tokens = _Tokens(seqs, outputs)
     if need_roll and labels == "ignore":
         pad_value = ignore_index
     try:
@@ -551,12 +553,11 @@ def check_unpack(seqs: Sequence[np.ndarray], unpacked: Any) -> None:
 
 def segment_batch(seqs: Sequence[Any], zero_length: str = "keep") -> list[Any]:
     """The sequences the segments stand for: the batch, or under a declared zero-length-omitted
-    convention its non-empty sequences in order (R-META-8, R-CONSUMER-14). A batch of empty
-    sequences alone keeps its first, which claims no row."""
+    convention its non-empty sequences in order (R-META-8, R-CONSUMER-14): none for a batch of
+    only empty ones, whose pack then needs no segment (K >= B' = 0)."""
     if zero_length != "omit":
         return list(seqs)
-    kept = [s for s in seqs if len(s)]
-    return kept or list(seqs[:1])
+    return [s for s in seqs if len(s)]
 
 
 def segment_lengths(lengths: Sequence[int], zero_length: str = "keep") -> list[int]:
@@ -576,6 +577,10 @@ def check_pack(seqs: Sequence[np.ndarray], outputs: Sequence[Any], config: Mappi
     has_pos = all(getattr(output, "pos", None) is not None for output in outputs)
     segs = segment_batch(seqs, zero_length)  # R-CONSUMER-14
     buffer = check_buffer(outputs, config)
+    if not segs and seqs:  # no segment owed (B' = 0): the rows still have the batch's type
+        batch = _Tokens(seqs, outputs)
+        for rank, output in enumerate(outputs):
+            _check_row_type(output.rows, batch, rank, "R-CONSUMER-7")
     check_tp_split(outputs, config)
     check_fp8_split(outputs, config)
     check_real_cu_seqlens([int(s.shape[0]) for s in segs], outputs, buffer.bounds)

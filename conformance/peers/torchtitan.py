@@ -89,9 +89,8 @@ class TorchtitanTarget:
     name = "torchtitan"
     declared = Declared(
         convention={"seq_align": "none", "zero_length": "omit"},
-        # zero_length omitted from the metadata (spec 1.2, R-META-8): the stream makes no window
-        # from a batch of only empty documents; the suite gives an omitting target that batch only
-        # as the contract tier's named degenerate case, where it is reported (docs/findings).
+        # zero_length omitted from the metadata (spec 1.2, R-META-8); the stream makes no window
+        # from a batch of only empty documents, which the adapter reports as an empty pack.
         lacks=frozenset({"tensor_parallel", "zigzag", "contiguous"}),
         validated_elsewhere=frozenset({"config", "parallel_state", "batch", "need_roll_type"}),
         max_rows=1 << 20,
@@ -119,10 +118,12 @@ class TorchtitanTarget:
         windows = self.windows(vocab.ids, total) if total else []
         if len(windows) > 1:
             raise RuntimeError(f"torchtitan cut {total} rows into {len(windows)} windows")
-        if windows:
-            inputs, positions = windows[0][0]["input"], windows[0][0]["positions"]
-        else:
-            inputs = positions = torch.zeros(0, dtype=torch.int64)
+        if not windows:  # no token, no window: the stream yields nothing, an empty pack
+            none = np.zeros(0, np.int64)
+            return Packed(vocab.rows(none), none, {
+                "cu_seqlens_padded": np.zeros(1, np.int32), "cu_seqlens": np.zeros(1, np.int32),
+                "seqlens": none, "seqlens_padded": none, "total": 0, "local_rows": 0})
+        inputs, positions = windows[0][0]["input"], windows[0][0]["positions"]
         meta_out = self.varlen_metadata(positions[None])
         cu = meta_out.cu_seq_q.numpy()
         meta = {"cu_seqlens_padded": cu, "cu_seqlens": cu, "seqlens": np.diff(cu),

@@ -52,3 +52,12 @@ def test_windows_cut_documents_and_drop_the_rest(target) -> None:  # type: ignor
     assert windows[1][0]["positions"].tolist() == [0, 0, 1, 0]
     assert windows[1][1].tolist() == [0, 7, 0, 9]  # targets: EOS (0) ends each document
     # [9, 10] never fill a window: a finite stream ends without them
+
+
+def test_no_token_no_window_an_empty_pack(target) -> None:  # type: ignore[no-untyped-def]
+    """A batch of only empty documents: the stream makes no window (torchtitan's own code), and
+    the adapter says so as a pack of no rows and no segment."""
+    assert target.windows([[], []], 1) == []
+    packed = target.pack([np.zeros(0, np.int64), np.zeros(0, np.int64)], {}, 0)
+    assert packed.rows.shape == (0,) and packed.position_ids.shape == (0,)
+    assert packed.meta["cu_seqlens_padded"].tolist() == [0]

@@ -285,11 +285,30 @@ class OmittingTarget(ReferenceTarget):
 
     def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,
              pad_value: Any = 0) -> Packed:
-        return super().pack(segment_batch(seqs, "omit"), config, cp_rank, need_roll=need_roll,
-                            pad_value=pad_value)
+        kept = segment_batch(seqs, "omit") or list(seqs[:1])  # K >= B' = 0 allows one
+        return super().pack(kept, config, cp_rank, need_roll=need_roll, pad_value=pad_value)
 
     def plan(self, seqlens: Any, config: dict[str, Any]) -> dict[str, Any]:
-        return super().plan(segment_lengths(seqlens, "omit"), config)
+        return super().plan(segment_lengths(seqlens, "omit") or list(seqlens[:1]), config)
+
+
+class OmitsToNothingTarget(OmittingTarget):
+    """`OmittingTarget` that packs a batch of only empty sequences as nothing: no row, no
+    segment (B' = 0, R-META-8), the total 0, as a stream that makes no window does."""
+
+    name = "omits-to-nothing"
+    description = "tests/suite: zero-length omitted, an empty pack for a batch without a token"
+
+    def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,
+             pad_value: Any = 0) -> Packed:
+        packed = super().pack(seqs, config, cp_rank, need_roll=need_roll, pad_value=pad_value)
+        if any(len(s) for s in seqs):
+            return packed
+        none = packed.rows[:0]
+        return Packed(none, packed.position_ids[:0], {
+            "cu_seqlens_padded": np.zeros(1, np.int32), "cu_seqlens": np.zeros(1, np.int32),
+            "seqlens": np.zeros(0, np.int32), "seqlens_padded": np.zeros(0, np.int32),
+            "max_seqlen": 0, "total": 0, "local_rows": 0})
 
 
 class OmitsAndCrashesOnAllEmptyTarget(OmittingTarget):

@@ -53,3 +53,15 @@ def test_a_crash_on_only_empty_sequences_is_one_finding(tmp_path: Path) -> None:
     assert "IndexError" in report["target_errors"][0]["message"]
     passed = {rule for rule, row in report["rules"].items() if row["status"] == "pass"}
     assert {"R-META-1", "R-TOTAL-4", "R-CONSUMER-7", "R-SHARD-2"} <= passed, passed
+
+
+def test_no_segment_for_only_empty_sequences_passes(tmp_path: Path) -> None:
+    """An omitting packer owes a batch of only empty sequences no segment (K >= B' = 0,
+    R-CONSUMER-14): an empty pack, no row and `cu_seqlens_padded = [0]`, passes every contract
+    check of the named degenerate cases."""
+    report = run_suite("fake_targets:OmitsToNothingTarget", tmp_path,
+                       "conformance/test_contract.py::test_contract_degenerate")
+    statuses = _statuses(report)
+    assert statuses["test_contract_degenerate[all-empty]"] == "pass", statuses
+    assert statuses["test_contract_degenerate[all-empty-3]"] == "pass", statuses
+    assert set(statuses.values()) == {"pass"}, statuses
