@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# Implements THD packing spec 1.2.0
+# Implements THD packing spec 1.2.1
 """Fast torch implementation of the THD packing spec.
 
 Vendorable: relative imports only, depends on torch and the standard library. The Megatron
@@ -13,7 +13,7 @@ from .pack import pack_thd
 from .plan import Plan, plan_thd
 from .unpack import unpack_thd
 
-SPEC_VERSION = "1.2.0"
+SPEC_VERSION = "1.2.1"
 
 __all__ = [
     "SPEC_VERSION",

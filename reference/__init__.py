@@ -1,4 +1,4 @@
-"""Literal NumPy reference of THD packing (spec/thd-packing.md, version 1.2.0).
+"""Literal NumPy reference of THD packing (spec/thd-packing.md, version 1.2.1).
 
 Slow on purpose: plain loops that read like the spec. Every function names the rules it
 implements. `impl/` exposes the same public names over torch tensors.
@@ -15,7 +15,7 @@ from .plan import Plan, plan_thd
 from .rowmap import RowSource, row_map
 from .unpack import unpack_thd
 
-SPEC_VERSION = "1.2.0"
+SPEC_VERSION = "1.2.1"
 
 __all__ = [
     "SPEC_VERSION",

@@ -332,6 +332,28 @@ class OmitsAndCrashesOnAllEmptyTarget(OmittingTarget):
         return meta
 
 
+class OmitsAndRefusesAllEmptyTarget(OmittingTarget):
+    """`OmittingTarget` rejecting a batch of only empty sequences as an empty batch, as
+    transformers' collator does (R-META-8's MAY: ValueError naming the batch)."""
+
+    name = "omits-refuses-all-empty"
+    description = "tests/suite: zero-length omitted, ValueError on a batch of only empty ones"
+    message = "every sequence of the batch is empty: nothing to pack"
+
+    def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,
+             pad_value: Any = 0) -> Packed:
+        if not any(len(s) for s in seqs):
+            raise ValueError(self.message)
+        return super().pack(seqs, config, cp_rank, need_roll=need_roll, pad_value=pad_value)
+
+
+class OmitsAndRefusesAllEmptyUnnamedTarget(OmitsAndRefusesAllEmptyTarget):
+    """The same refusal with a message that does not name the batch."""
+
+    name = "omits-refuses-all-empty-unnamed"
+    message = "nothing to pack"
+
+
 class KeepsButDeclaresOmitTarget(ReferenceTarget):
     """The reference (B segments, empty ones included) declaring zero-length omitted."""
 

@@ -65,3 +65,18 @@ def test_no_segment_for_only_empty_sequences_passes(tmp_path: Path) -> None:
     assert statuses["test_contract_degenerate[all-empty]"] == "pass", statuses
     assert statuses["test_contract_degenerate[all-empty-3]"] == "pass", statuses
     assert set(statuses.values()) == {"pass"}, statuses
+
+
+def test_refusing_only_empty_sequences_by_name_passes(tmp_path: Path) -> None:
+    """An omitting packer MAY reject a batch of only empty sequences as an empty batch
+    (R-META-8, R-ERR-7): a ValueError naming the batch passes the named degenerate cases; one
+    that does not name it is still the rejection of a valid input (R-IN-1..3)."""
+    degenerate = "conformance/test_contract.py::test_contract_degenerate"
+    named = _statuses(run_suite("fake_targets:OmitsAndRefusesAllEmptyTarget",
+                                tmp_path / "named", degenerate))
+    assert set(named.values()) == {"pass"}, named
+    unnamed = run_suite("fake_targets:OmitsAndRefusesAllEmptyUnnamedTarget",
+                        tmp_path / "unnamed", degenerate)
+    statuses = _statuses(unnamed)
+    assert statuses["test_contract_degenerate[all-empty]"] == "fail", statuses
+    assert unnamed["rules"]["R-IN-1"]["status"] == "fail", unnamed["rules"]["R-IN-1"]
