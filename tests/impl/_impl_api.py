@@ -203,8 +203,7 @@ class ImplApi(ImplTarget):
     def pack_viewed(self, bits: list[np.ndarray], dtype: str, config: Config,
                     cp_rank: int) -> Any:
         """pack_thd of the arrays' bytes viewed as torch's dtype `dtype`."""
-        viewed = [torch.from_numpy(b).view(getattr(torch, dtype)) for b in bits]
-        return impl.pack_thd(viewed, impl.PackConfig(**config), cp_rank)
+        return impl.pack_thd(viewed(bits, dtype), impl.PackConfig(**config), cp_rank)
 
     def row_map(self, meta: Meta, config: Config, cp_rank: int
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
