@@ -342,6 +342,13 @@ def names_number(number: int, message: str) -> bool:
     return re.search(rf"(?<![0-9.]){number}(?![0-9])", message) is not None
 
 
+def names_item(item: str | int, message: str) -> bool:
+    """The message names a field ("a|b": either word) or shows a whole number."""
+    if isinstance(item, int):
+        return names_number(item, message)
+    return any(names_field(word, message) for word in item.split("|"))
+
+
 def names_object(obj: Any, message: str) -> bool:
     """The message names an offending object that has no short value (a container, an array,
     an object of the wrong type) by its type name or its repr (spec section 11)."""

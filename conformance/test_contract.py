@@ -27,7 +27,7 @@ from hypothesis import assume, example, given, reject
 from hypothesis import strategies as st
 
 from . import contract, protocol
-from .compare import names_field
+from .compare import names_item
 from .protocol import zero_length_of
 from .running import RankResult, run_target
 from .strategies import Batch, PackCase, batches, configs, fit_static, fp8_strategy, pack_cases
@@ -326,7 +326,7 @@ def _refused_as_empty(lengths: tuple[int, ...], error: BaseException | None) -> 
     rejects an empty batch: ValueError, the message naming the batch (R-META-8)."""
     return (zero_length_of(target()) == "omit" and not any(lengths)
             and isinstance(error, ValueError)
-            and any(names_field(word, str(error)) for word in ("batch", "seqs")))
+            and names_item("batch|seqs", str(error)))
 
 
 @pytest.mark.rules(*_ALL_RULES)

@@ -25,7 +25,7 @@ from .compare import (
     FIELD_NAMES,
     meta_mismatches,
     names_field,
-    names_number,
+    names_item,
     names_object,
     outcome,
     same_value,
@@ -152,9 +152,7 @@ def named(item: Any, message: str) -> bool:
         return item.cap not in caps() or named(item.item, message)
     if isinstance(item, Named):
         return names_object(item.obj, message)
-    if isinstance(item, int):
-        return names_number(item, message)
-    return any(names_field(word, message) for word in item.split("|"))
+    return names_item(item, message)
 
 
 def _params() -> list[Any]:

@@ -21,7 +21,7 @@ from conformance.compare import (
     check_positions,
     check_rows,
     names_field,
-    names_number,
+    names_item,
     outcome,
     same_value,
 )
@@ -122,8 +122,7 @@ def _refused(what: str, call: Any, inputs: list[Any], cls: type[Exception],
         raise RuleViolation(f"{what}: the call changed its inputs", rules)
     if not isinstance(got, cls):
         raise RuleViolation(f"{what}: expected {cls.__name__}, got {got!r}", rules)
-    missing = [n for n in names if not (names_number(n, str(got)) if isinstance(n, int)
-                                        else any(names_field(w, str(got)) for w in n.split("|")))]
+    missing = [n for n in names if not names_item(n, str(got))]
     if missing:
         raise RuleViolation(f"{what}: the message {str(got)!r} does not name {missing}", rules)
 
