@@ -1,34 +1,10 @@
 """The `areal` target: AReaL 1.0.4's Megatron packing path, from its wheel.
 
-Under test (AReaL's own code from the installed wheel, `pip install --no-deps areal==1.0.4`),
-in the order its Megatron engine calls it (`areal/engine/megatron_engine.py:2052-2091` to build
-the micro-batch, `:875` and `areal/engine/megatron_utils/packed_context_parallel.py:320` to
-shard it):
-- `areal/utils/data.py`: `amend_position_ids` (:1111), `pack_tensor_dict` (:492, the padded
-  `[B, S]` batch to one packed row, `cu_seqlens` and `max_seqlen`), `pad_mb_list` (:981) with
-  the engine's arguments, `seq_align_to = tp * cp * 2` (cp > 1) or `tp` and `pad_value=0.0`,
-  which calls `pad_packed_tensor_dict` (:818): every sequence padded to that multiple, then the
-  pack padded to a multiple of `lcm(seq_align_to, 256)` (its page size `N_TOKENS_PER_PAGE`) by
-  a padding segment of its own, whose position ids restart at 0;
-- `areal/engine/megatron_utils/packed_context_parallel.py`:
-  `preprocess_packed_seqs_context_parallel` (:14), TE's zigzag split of every segment into
-  `2 * cp` chunks, rank r keeping chunks r and 2cp-1-r, and the `PackedSeqParams` it builds.
-Each function is compiled alone from the wheel's file (`_wheel.load_function`), or the file is
-executed with stubs for the modules it imports but this path never calls.
-
-Glue (this module): the right-padded batch and attention mask AReaL's rollout produces, the
-micro-batch list `pad_mb_list` reads (one micro-batch, `max_tokens_per_mb` unset as in the
-engine's default, so no `pad_to_maximum`), and Megatron's parallel state (tp, cp, rank) as a
-stand-in `mpu`. Mapping: `cu_seqlens_padded` is the padded micro-batch's `cu_seqlens` (the
-array AReaL hands TE as both `cu_seqlens_q` and `cu_seqlens_q_padded`), `max_seqlen` its
-`PackedSeqParams.max_seqlen_q`; position ids only at cp = 1 (with CP the engine hands the model
-the unsharded position ids, so no rank's position ids exist).
-
-Conventions: `tail="segment"` and a page bucket of 256 rows on every pack
-(`bucket: 256`, which AReaL applies whatever the caller asks). Lacks: trailing dimensions
-(`pad_packed_tensor_dict` pads only tensors of `total_length` elements, `:899`) and the
-contiguous layout; pad value, FP8 (the engine's `lcm(seq_align_to, 16)`) and need_roll (its
-labels are `torch.roll` of the padded ids, `megatron_engine.py:899`) are not wired.
+AReaL's `amend_position_ids`, `pack_tensor_dict`, `pad_mb_list` (data.py, each compiled alone)
+and `preprocess_packed_seqs_context_parallel` (its file run with stubs), called as the Megatron
+engine calls them. `cu_seqlens_padded` is the padded micro-batch's `cu_seqlens`; position ids
+only at cp = 1. Declared: `tail="segment"` and a bucket of 256 rows (AReaL's page size).
+Mapping, verdict and findings: docs/findings/areal.md.
 """
 
 from __future__ import annotations

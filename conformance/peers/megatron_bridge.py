@@ -1,38 +1,10 @@
 """The `megatron-bridge` target: Megatron-Bridge 0.3.1's in-batch THD packing, from its wheel.
 
-Under test (Megatron-Bridge's own code from the installed wheel, `pip install --no-deps
-megatron-bridge==0.3.1`), in the order its VLM training step calls it
-(`megatron/bridge/training/vlm_step.py`: `get_batch` :314-326, `forward_step` :398-406):
-- `vlm_step.py:100` `pack_batch_sequences(tokens, labels, loss_mask, attention_mask,
-  position_ids, pad_token_id=0, pad_to_multiple_of=2 * cp if cp > 1 else 1)`: the right-padded
-  `[B, S]` batch to one `[1, T]` row; each sequence's length is read from its tokens (the last
-  token that is not `pad_token_id`), rows with no such token are skipped, every kept sequence is
-  padded to the multiple (tokens `pad_token_id`, labels -100, loss mask 0, position ids counting
-  on), `cu_seqlens` over the padded lengths;
-- `training/utils/packed_seq_utils.py:21` `get_packed_seq_params` (the file executed on its own,
-  with the installed megatron-core's `PackedSeqParams`);
-- `utils/common_utils.py:276` `slice_batch_for_context_parallel`: with cp > 1, the index
-  `thd_get_partitioned_indices(cu_seqlens_padded, T, cp, rank)` applied to the rows, labels,
-  loss mask and position ids.
-
-Glue (this module): the collated batch `get_batch` receives (token ids right-padded with 0 as
-its own no-packing branch pads them, labels `x[j + 1]` with -100 after the last token, loss mask
-1 where a label is real, position ids `0 .. S-1`); the process-group collection's `cp.size()`
-and `cp.rank()`; and Transformer Engine's `thd_get_partitioned_indices` (a CUDA extension, not
-installed here) written from its documented behaviour: rank r takes chunks r and 2cp-1-r of
-every segment, each `P / (2cp)` rows. So the CP cut is TE's; what Megatron-Bridge decides is
-every segment's padded length and the boundaries it hands TE.
-
-Mapping: `cu_seqlens_padded` is `PackedSeqParams.cu_seqlens_q` (Bridge passes no unpadded
-boundaries on this path, so TE reads this array for both), `max_seqlen` its `max_seqlen_q`;
-rows and position ids are the sliced `[1, T / cp]` tensors, and so are the labels and loss
-mask where the batch's dtype is a signed integer (token ids; a label is a token id or -100).
-Conventions: sequences aligned to `cp * f` (tp is not in `pad_to_multiple_of`,
-`seq_align="cp"`), no total-level padding. Lacks: zero-length sequences (Bridge omits them from
-the metadata, spec 1.2's R-META-8, not declared: its bug reads lengths from token values, see
-the findings page), tensor parallelism (nothing pads for sequence parallelism here), the
-contiguous layout, trailing dimensions (token ids `[B, S]`); no bucket, FP8, minimum rows or pad
-value.
+Bridge's `pack_batch_sequences`, `get_packed_seq_params` and `slice_batch_for_context_parallel`
+from the wheel, in the order its VLM step calls them; TE's `thd_get_partitioned_indices` (CUDA,
+not installed) is glue written from its documented behaviour. `cu_seqlens_padded` is
+`PackedSeqParams.cu_seqlens_q`; declared `seq_align="cp"` (sequences to `2 * cp`, tp left out).
+Mapping, verdict and findings: docs/findings/megatron-bridge.md.
 """
 
 from __future__ import annotations

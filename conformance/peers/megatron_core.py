@@ -1,26 +1,10 @@
-"""The `megatron-core` target: megatron-core's THD sharder, `get_thd_batch_on_this_cp_rank`.
+"""The `megatron-core` target: megatron-core 0.16.1's THD sharder, `get_thd_batch_on_this_cp_rank`.
 
-Two parts, kept apart:
-
-- Under test (megatron-core's own code, the installed release, imported normally):
-  `megatron.core.utils.get_thd_batch_on_this_cp_rank`, which Megatron-LM's `pretrain_gpt.py
-  get_batch` calls for packed THD batches. It builds the `PackedSeqParams` (real `cu_seqlens`,
-  `cu_seqlens_padded`, `max_seqlen`) and, for cp > 1, selects each rank's rows with
-  TransformerEngine's `thd_get_partitioned_indices` over `cu_seqlens_padded`.
-- Glue (this module): the packed batch the sharder is given. Megatron-LM's packing lives in
-  `megatron/training/datasets/sft_dataset.py` (`SFTDataset.__getitem__`), which is not part of
-  the megatron-core wheel, so it is not loaded; the glue follows its convention: every document
-  padded so that the running length is a multiple of `2 * cp` (cp > 1), the position ids counting
-  on through each document's padding, and the end padding (up to `--seq-length`) put onto the
-  last document (`cu_seqlens[-1]` is moved to the end). In place of a fixed `--seq-length`, the
-  glue pads to the smallest total that `2 * cp` and `tp * cp` divide (TE's zigzag chunks and
-  Megatron's sequence parallelism on each CP rank's rows).
-
-TransformerEngine: where `transformer_engine_torch` is importable (a CUDA machine), megatron-core
-uses TE's own `thd_get_partitioned_indices` and the batch goes through CUDA. Where it is not,
-megatron-core's `tex` is replaced during the call by the reference's literal TE partition
-(`reference.partitioned_indices`, R-CONSUMER-6), and megatron-core's TE version check is
-answered "new enough"; the description says which ran.
+megatron-core's own sharder, imported from the installed release; without TE its `tex` is
+answered during the call by `reference.partitioned_indices`. The packing is glue (`sft_plan`),
+Megatron-LM's `SFTDataset` convention, which the wheel does not ship: documents to `2 * cp`,
+the end padding on the last document, the total the smallest multiple of `2 * cp` and `tp * cp`.
+Mapping, verdict and findings: docs/findings/megatron-core.md.
 """
 
 from __future__ import annotations
@@ -54,7 +38,7 @@ def te_partition_from_reference(cu_seqlens_padded: torch.Tensor, total_tokens: i
 
 def sft_plan(lengths: list[int], tp: int, cp: int) -> tuple[list[int], int]:
     """Glue, SFTDataset's convention: per-document padding to 2*cp, the end padding onto the
-    last document, the total the smallest multiple of lcm(2*cp, tp*cp) (see the module doc)."""
+    last document, the total the smallest multiple of lcm(2*cp, tp*cp) (its findings page)."""
     doc_align = 2 * cp if cp > 1 else 1
     padded = [-(-n // doc_align) * doc_align for n in lengths]
     modulus = math.lcm(doc_align, tp * cp)

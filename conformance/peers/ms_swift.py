@@ -1,39 +1,10 @@
 """The `ms-swift` target: ms-swift 4.6.0's Megatron padding-free packing, from its wheel.
 
-Under test (ms-swift's own code from the installed wheel, `pip install --no-deps
-ms-swift==4.6.0`, and mcore-bridge 1.6.5's CP split, `--no-deps`), in the order its Megatron
-trainer calls it (`swift/megatron/trainers/base.py:305-307` builds the collator,
-`swift/megatron/trainers/utils.py:379-409` `prepare_batch` shards the batch):
-- `swift/megatron/utils/utils.py:229` `get_padding_to(args)`: tp (with sequence parallelism)
-  times cp, times the FP8 factor;
-- `swift/template/base.py` `Template._data_collator` (:2062) with `padding_free=True` on
-  Megatron: `_handle_megatron_cp` (:1665) pads every sequence to a multiple of `2 * cp`,
-  `packing_row` (:750) concatenates them with position ids `0 .. P_i - 1`, the pack is padded
-  to a multiple of `padding_to`, and under CP the padding's position ids are `arange(2 * cp)`
-  repeated (:2140-2149), one segment per `2 * cp` rows; without CP they are 0 (the pad value of
-  position ids), one segment per row;
-- `swift/megatron/utils/utils.py:252` `get_packed_seq_params` with
-  `swift/utils/transformers_utils.py:354`: `cu_seqlens` are the rows whose position id is 0;
-- `swift/megatron/utils/megatron_lm_utils.py:858` `get_batch_on_this_cp_rank`, which calls
-  `mcore_bridge/utils/megatron_utils.py:56` `split_cp_inputs` on the ids and position ids.
-Every function is compiled alone from its wheel's file (`_wheel.load_function`).
-
-Glue (this module): the trainer's arguments (`tensor_model_parallel_size`, `sequence_parallel`
-on when tp > 1, `context_parallel_size`, no FP8, the default `attention_backend='flash'`), a
-Template-like object holding those methods and the attributes they read (right padding,
-training, `use_megatron`, `padding_free`, `sequence_parallel_size = cp`), Megatron's parallel
-state (cp size and rank), and the token ids: the collator receives each token's row number in
-the batch (`ms-swift` packs Python lists of ints) with pad id -1, and the adapter looks the
-rows up afterwards, so every dtype travels without a cast.
-
-Mapping: `cu_seqlens_padded` is `PackedSeqParams.cu_seqlens_q`, `max_seqlen` its
-`max_seqlen_q`, the rows and position ids are the CP-split `input_ids` / `position_ids`.
-Conventions: `seq_align="cp"`; the total padding as one-row segments without CP (spec 1.2's
-`tail="tokens"`) and as `2 * cp`-row segments with CP, which no spec value names yet. Lacks:
-zero-length sequences (an encoded sample always has tokens; the collator drops an empty one
-from the metadata, spec 1.2's "zero-length omitted", R-META-8, not declared since it crashes on
-a batch of only empty ones), the contiguous layout (not wired), trailing dimensions (token ids);
-FP8 (`get_padding_to`'s factors) and labels not wired.
+`get_padding_to`, `Template._data_collator`, `get_packed_seq_params` and
+`get_batch_on_this_cp_rank` (with mcore-bridge 1.6.5's `split_cp_inputs`), each compiled alone
+from its wheel's file. The collator gets each token's row number (pad id -1), looked up after.
+`cu_seqlens_padded` is `PackedSeqParams.cu_seqlens_q`; declared `seq_align="cp"`.
+Mapping, verdict and findings: docs/findings/ms-swift.md.
 """
 
 from __future__ import annotations

@@ -1,21 +1,10 @@
 """The `openrlhf` target: OpenRLHF 0.11.2's ring-attention packing, from its wheel.
 
-Under test (OpenRLHF's own code, `openrlhf/models/ring_attn_utils.py` from the installed wheel,
-`pip install --no-deps openrlhf==0.11.2`, executed on its own): `unpad_and_slice_tensor`, which
-removes the right padding of a `[B, S]` batch into one `(1, total)` row, builds position ids
-and next-token labels, pads the row to a multiple of the ring-attention group size
-(`get_tensor_in_current_ring_attn_rank`: the pad rows hold 0, also in the position ids), gives
-rank r the r-th contiguous slice, and adds the pad to the last sequence
-(`cu_seqlens[-1] += ring_attn_pad_len`) before handing `cu_seqlens` to ring_flash_attn; and
-`gather_and_pad_tensor`, the way back.
-
-Glue (this module), for the libraries ring_attn_utils.py imports, which are not installed here:
-flash-attn's `bert_padding` helpers (`unpad_input`, `index_first_axis`, `pad_input`, einops'
-`rearrange` for the one pattern used) written from their documented behaviour, an all_gather
-answered in process, and `update_ring_attn_params` (the hand-off to ring_flash_attn, which would
-import transformers) replaced by a recorder of the `cu_seqlens` it is given: that array is the
-target's `cu_seqlens_padded`. The ring layout maps onto `cp_layout="contiguous"`; OpenRLHF has no
-tensor parallelism, no zigzag sharding, no bucket, FP8 or minimum rows, and pads with 0.
+`ring_attn_utils.py` from the wheel, executed on its own: `unpad_and_slice_tensor` and
+`gather_and_pad_tensor`; flash-attn's `bert_padding` helpers are glue, and a recorder replaces
+the hand-off to ring_flash_attn: the `cu_seqlens` it gets is `cu_seqlens_padded`. The ring
+layout is `cp_layout="contiguous"`, the ring pad on the last sequence.
+Mapping, verdict and findings: docs/findings/openrlhf.md.
 """
 
 from __future__ import annotations

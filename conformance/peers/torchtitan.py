@@ -1,31 +1,10 @@
 """The `torchtitan` target: torchtitan 0.3.0's document stream and varlen metadata, from its wheel.
 
-What runs (torchtitan 0.3.0, `pip install --no-deps torchtitan==0.3.0`), compiled from the
-wheel's source because the modules import the training stack (datasets, tyro, spmd_types):
-
-- `HuggingFaceTextDataset.__iter__` with `_get_data_iter` and `_normalize_positions`
-  (`torchtitan/hf_datasets/text_datasets.py` lines 109-170): each document is tokenized, its
-  inputs and labels shifted within the document (`tokens[:-1]`, `tokens[1:]`), its positions
-  `0..n-1` appended to a stream that is cut into windows of exactly `seq_len` rows, a window's
-  first partial document renumbered from 0;
-- `create_varlen_metadata_for_document` (`torchtitan/models/common/attention.py` lines
-  630-707) and its `VarlenMetadata`: the boundaries the varlen attention gets, a document
-  starting wherever the position is 0.
-
-Glue: the object those methods run on (the attributes `__init__` sets: the samples as a list,
-`infinite=False`, empty buffers), an identity text processor, a tokenizer whose `encode` gives
-the document's token ids plus EOS (id 0) and no BOS (as tokenizers without BOS do, Qwen's
-among them), `get_spmd_backend()` answering no SPMD types, a silent logger, and
-conformance/peers/_tokens.py's rows <-> ids. With EOS appended, a window's inputs are exactly
-the batch's rows.
-
-Mapping: one window of `seq_len = S` rows holds the batch (torchtitan never pads: a shorter
-batch yields no window, a longer one a second window, so no total beyond S is declared);
-`cu_seqlens_padded` = `cu_seqlens` = `cu_seq_q`, `max_seqlen` = `max_q`, rows = `input`,
-`position_ids` = `positions`. Labels are not given: a document's last input row has EOS as its
-target (a real token of its own document), where spec 1.2's `labels="ignore"` has the ignore
-index, so they are judged on the findings page, not by the suite. Empty documents leave no row
-and no segment (zero-length omitted, R-META-8; `zero_length` lacked: see `declared`).
+`HuggingFaceTextDataset.__iter__` and `create_varlen_metadata_for_document`, compiled from the
+wheel's source (the modules import the training stack). One window of `seq_len = S` rows holds
+the batch (a tokenizer appends EOS, so the window's inputs are the rows); `cu_seqlens_padded` =
+`cu_seqlens` = `cu_seq_q`. Empty documents leave no segment: `zero_length: "omit"`.
+Mapping, verdict and findings: docs/findings/torchtitan.md.
 """
 
 from __future__ import annotations

@@ -1,29 +1,10 @@
 """The `torchtune` target: torchtune 0.6.1's `PackedDataset`, from its wheel.
 
-What runs: `torchtune/datasets/_packed.py` (torchtune 0.6.1, `pip install --no-deps
-torchtune==0.6.1`), executed on its own with `torchtune/data/_common.py` from the wheel (the
-package's `__init__` imports torchao and the model zoo). `PackedDataset(ds, max_seq_len=N,
-padding_idx=0)` walks the samples in order (`_pack`, lines 102-164), concatenates `tokens`,
-`labels`, `input_pos` (offsets within the sample, line 139) and `seq_lens`, and pads each pack
-to exactly N (`_pad_pack`, lines 228-268): tokens with `padding_idx`, labels with -100, the
-padding as one more `seq_lens` entry, and the padding's `input_pos` continuing from the last
-sample's (clamped to N - 1).
-
-Glue: a silent stand-in for tqdm's progress bar; the samples in torchtune's text-completion
-form (`labels` a copy of `tokens`, torchtune/datasets/_text_completion.py line 75), the label
-shift of torchtune's recipes (recipes/full_finetune_distributed.py lines 792-794: drop the
-first label, append -100, the same shift as conformance/peers/_tokens.py's), and the rows as
-token ids and back (pad token 0, whose row holds `pad_value`). One batch is one pack: with
-`fixed_total = N` the adapter reads the one pack torchtune builds; a batch that torchtune
-spreads over more than one pack does not fit N, which the glue reports as the spec's ValueError
-(R-ERR-15) naming `fixed_total`, since the protocol has no second pack to return. Without
-`fixed_total` the caller's `max_seq_len` is
-the batch's own total (no padding).
-
-Mapping: `cu_seqlens_padded` = cumsum of `seq_lens` (the padding as its own last entry: spec
-1.1's `tail="segment"`; zero-length samples keep their entry), `seqlens_padded` = `seq_lens`,
-`total` = N, `position_ids` = `input_pos`, rows = tokens, shifted `labels`, `loss_mask`.
-torchtune packs for one rank (no tensor or context parallelism).
+`torchtune/datasets/_packed.py` from the wheel, executed on its own: `PackedDataset(ds,
+max_seq_len=N, padding_idx=0)`, the labels shifted as torchtune's recipes do. One batch is one
+pack: `fixed_total` = N (without it, the batch's own total); `cu_seqlens_padded` is the cumsum of
+`seq_lens`, the padding its own last entry (`tail="segment"`). One rank.
+Mapping, verdict and findings: docs/findings/torchtune.md.
 """
 
 from __future__ import annotations

@@ -1,22 +1,10 @@
-"""The `transformers` target: `DataCollatorWithFlattening` of transformers 5.x, from its wheel.
+"""The `transformers` target: transformers 5.24.0's `DataCollatorWithFlattening`, from its wheel.
 
-What runs: `transformers.data.data_collator.DataCollatorWithFlattening` (transformers 5.24.0,
-`pip install transformers==5.24.0`, imported as the library ships it), constructed as a padding-free
-trainer does (`return_flash_attn_kwargs=True`, `return_seq_idx=True`) and called on the batch's
-examples (`__call__`, data_collator.py lines 1321-1386): it drops empty examples (line 1326),
-concatenates the rest into one `[1, S]` row, restarts the position ids at 0 for each example
-(line 1354), writes `separator_id` (-100) at each example's first label (line 1350) and returns
-`cu_seq_lens_q` (line 1358) and `max_length_q`. It adds no padding and knows no parallelism.
-
-Glue (conformance/peers/_tokens.py): the rows as token ids and back (a tokenizer and an
-embedding lookup), and the shift of the unshifted `labels` that transformers' causal loss
-applies (loss/loss_utils.py lines 63-66) to get the label each row's loss reads.
-
-Mapping: rows, `position_ids`, `labels` (shifted) and `loss_mask` (label not -100) of the one
-rank; `cu_seqlens` = `cu_seqlens_padded` = `cu_seq_lens_q` (no padding), `max_seqlen` =
-`max_length_q`, `num_seqs` = the segments given (empty examples dropped: the zero-length-omitted
-convention of spec 1.2, R-META-8). With `need_roll` the rows are the shifted labels (spec 1.2's
-`labels="ignore"`, R-LABEL-1).
+The collator as the library ships it, constructed as a padding-free trainer does
+(`return_flash_attn_kwargs=True`, `return_seq_idx=True`); `_tokens.py` turns rows into ids and
+back and shifts the labels as the causal loss does. No padding: `cu_seqlens` =
+`cu_seqlens_padded` = `cu_seq_lens_q`; empty examples dropped (`zero_length: "omit"`).
+Mapping, verdict and findings: docs/findings/transformers.md.
 """
 
 from __future__ import annotations

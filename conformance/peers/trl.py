@@ -1,26 +1,10 @@
 """The `trl` target: TRL 1.16's padding-free collator, from its wheel.
 
-What runs: `DataCollatorForLanguageModeling` from `trl/trainer/sft_trainer.py` (trl 1.16.0,
-`pip install --no-deps trl==1.16.0`) with `padding_free=True` and `pad_to_multiple_of`, the
-collator `SFTTrainer` builds for padding-free training, and the `pad` helper it calls
-(`trl/trainer/utils.py`). sft_trainer.py and utils.py import accelerate, datasets and pandas,
-which a packing check does not need, so only the class definition (sft_trainer.py lines
-86-254) and `pad`'s definition (utils.py line 128) are compiled from the wheel's source, with
-transformers' real `DataCollatorMixin` as the base class; tracebacks point into the wheel.
-`torch_call` (lines 168-228) concatenates the examples into one row, pads it with
-`pad_token_id` to a multiple of `pad_to_multiple_of` (position ids padded with 0, labels with
--100), sets -100 at every label whose position id is 0, and derives `cu_seq_lens_q` from the
-position ids' zeros (lines 211-214), so each padding row is a one-row segment.
-
-Glue (conformance/peers/_tokens.py): the rows as token ids and back (pad token id 0, whose row
-holds `pad_value`), and the shift of the unshifted labels that transformers' causal loss does.
-
-Mapping: `bucket` = `pad_to_multiple_of` (one rank: M = the bucket); `cu_seqlens_padded` =
-`cu_seq_lens_q`, one segment per non-empty example then one per padding row (spec 1.2's
-`tail="tokens"`, R-TAIL-3; empty examples leave no segment: zero-length omitted, R-META-8);
-`max_seqlen` = `max_length_q`; rows, `position_ids`, shifted `labels`, `loss_mask`. TRL has no
-tensor or context parallelism in the collator (its sequence parallelism shards the padded,
-non-padding-free batch elsewhere).
+`DataCollatorForLanguageModeling(padding_free=True, pad_to_multiple_of=bucket)` and its `pad`,
+compiled from the wheel's source (the modules import accelerate, datasets and pandas);
+`_tokens.py` turns rows into ids and back. `cu_seqlens_padded` = `cu_seq_lens_q`: one segment
+per non-empty example, then one per padding row (`tail="tokens"`). One rank.
+Mapping, verdict and findings: docs/findings/trl.md.
 """
 
 from __future__ import annotations

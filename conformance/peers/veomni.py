@@ -1,26 +1,10 @@
 """The `veomni` target: VeOmni 0.1.12's `PackingCollator`, from its wheel.
 
-What runs: `veomni/data/data_collator.py` (veomni 0.1.12, `pip install --no-deps veomni==0.1.12`),
-executed on its own, with its two dependency-free helpers `veomni/utils/constants.py` and
-`veomni/utils/seqlen_pos_transform_utils.py` executed from the wheel too. `PackingCollator`
-(data_collator.py lines 219-313) concatenates the examples' `input_ids`, `labels` and
-`position_ids` into one `[1, S]` row, writes -100 at the first label of every example but the
-first (lines 289-290), pads every key to `pad_to_length` with its `sp_pad_value` (input ids 0,
-labels -100, position ids 0; lines 244-265), then, with sequence parallelism off, derives
-`cu_seq_lens_q` from the position ids' zeros and coalesces the tail padding into one segment
-(`add_flash_attention_kwargs_from_position_ids`, lines 50-103).
-
-Glue: stand-ins for the package's other imports (`get_parallel_state` answering
-`sp_enabled=False`, a logger; `gather_outputs` is never called), VeOmni's input form (each
-example's `input_ids`, `labels` = `input_ids` and `position_ids` = arange, as
-`PrecomputePositionIDsCollator` lines 209-214 builds them), and conformance/peers/_tokens.py:
-the rows as token ids and back (pad token 0), and the causal loss's label shift.
-
-Mapping: `fixed_total` = `pad_to_length` (a pack longer than it fails VeOmni's assert);
-`cu_seqlens_padded` = `cu_seq_lens_q`: one segment per non-empty example, then the padding as
-one segment (spec 1.1's `tail="segment"`), while the padding rows' position ids are all 0 (as
-under spec 1.2's `tail="tokens"`); `max_seqlen` = `max_length_q`; rows, `position_ids`,
-shifted `labels`, `loss_mask`. One rank: the SP slicing is `SequenceParallelCollator`'s.
+`veomni/data/data_collator.py` from the wheel, executed on its own with its two dependency-free
+helpers and stand-ins for its other imports (sequence parallelism off); `_tokens.py` turns rows
+into ids and back. `fixed_total` = `pad_to_length`; `cu_seqlens_padded` = `cu_seq_lens_q`, the
+padding coalesced into one segment (`tail="segment"`) though its position ids are all 0.
+Mapping, verdict and findings: docs/findings/veomni.md.
 """
 
 from __future__ import annotations

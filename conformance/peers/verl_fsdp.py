@@ -1,39 +1,10 @@
 """The `verl-fsdp` target: verl 0.9.1's FSDP/VeOmni packed path (verl PR #7272).
 
-What runs is verl's own code from the installed wheel (`pip install --no-deps verl==0.9.1`):
-
-- `verl/workers/engine/utils.py`, executed on its own with stub modules for its training-stack
-  imports (tensordict, verl.utils.*): `pad_packed_inputs`, the bucket pad, which appends the pad
-  as its own segment whose position ids restart at 0;
-- `verl/utils/ulysses.py`, executed on its own (it needs only torch): `ulysses_pad`,
-  `ulysses_pad_and_slice_inputs` (Ulysses sequence-parallel padding of the total to a multiple
-  of the SP size, then a contiguous slice per rank) and `gather_outputs_and_unpad`;
-- from `verl/workers/engine/fsdp/transformer_impl.py`, which cannot be imported without the
-  stack, only the definitions of `FSDPEngine._get_packed_pad_size` (the bucket arithmetic) and
-  `_gather_and_unpad_packed` (the unpack), and `ceildiv` from `verl/utils/seqlen_balancing.py`,
-  compiled from the wheel's source.
-
-The glue here mirrors `prepare_model_inputs` (NO_PADDING mode, use_remove_padding): the
-sequences become a jagged nested tensor, its values the `(1, total_nnz)` packed row, the position
-ids `arange(L_i)` per sequence (what verl's datasets supply), then the bucket pad, then the
-Ulysses pad and slice.
-
-Protocol mapping:
-- `cp_size > 1` with `cp_layout="contiguous"` is Ulysses SP of that size: rank r holds the
-  global rows `[r * T / sp, (r + 1) * T / sp)`, the data layout of R-SHARD-3 (attention then runs
-  on the whole sequence after an all-to-all, so no per-sequence CP alignment is needed).
-- Zigzag with `cp_size > 1`, `tp_size > 1` (FSDP has no tensor parallelism), FP8,
-  `min_local_rows`, `need_roll`, zero-length sequences and trailing dims are not part of this
-  path; they raise NotImplementedError (see `declared`).
-- Metadata: verl's FSDP path hands the model only position ids; the attention layer derives the
-  segments from them: a segment starts at every position id 0, and the last ends at the total
-  (`prepare_fa2_from_position_ids` in verl/models/transformers/qwen2_vl.py, HF's
-  `prepare_fa_kwargs_from_position_ids` for VeOmni). `cu_seqlens_padded` is exactly that
-  derivation over the global position ids, so it has one segment per sequence plus one per
-  trailing pad (0, 1 or 2: the bucket pad and the Ulysses pad each restart at 0);
-  `max_seqlen` is its largest segment, as there. `seqlens` are the real lengths (the nested
-  tensor's offsets, which verl keeps for the unpack). No real `cu_seqlens` is given: the
-  attention sees the derived segments only, so there is no real/padded pair as in TE.
+verl's `pad_packed_inputs` (the bucket pad), `utils/ulysses.py` (Ulysses SP pad and contiguous
+slice) and two `FSDPEngine` methods, from the wheel, around glue mirroring
+`prepare_model_inputs`. Ulysses SP is `cp_layout="contiguous"`; `cu_seqlens_padded` is the
+segments verl's attention derives from the position ids (no real `cu_seqlens`).
+Mapping, verdict and findings: docs/findings/verl-fsdp.md.
 """
 
 from __future__ import annotations
