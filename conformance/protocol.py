@@ -142,8 +142,8 @@ FIXED_BUCKET = "bucket"
 ZERO_LENGTH = ("keep", "omit")
 # In the internal view of a target that omits zero-length sequences (R-META-8): a batch of
 # only empty ones has no sequence left to keep, a degenerate batch that only the contract tier's
-# named cases give such a target; every other test gives it at least one real token, and a
-# case written with such a batch is declined under ALL_EMPTY.
+# named cases give such a target (no strategy draws it for any target); a case written with
+# such a batch is declined under ALL_EMPTY.
 OMITS_ZERO_LENGTH = "zero_length=omit"
 ALL_EMPTY = "all_empty_batch"
 FP8_RECIPES = ("tensor", "mxfp8", "block", "nvfp4")

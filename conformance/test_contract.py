@@ -30,7 +30,16 @@ from . import contract, protocol
 from .compare import names_item
 from .protocol import zero_length_of
 from .running import RankResult, run_target
-from .strategies import Batch, PackCase, batches, configs, fit_static, fp8_strategy, pack_cases
+from .strategies import (
+    ALL_EMPTY_BATCHES,
+    Batch,
+    PackCase,
+    batches,
+    configs,
+    fit_static,
+    fp8_strategy,
+    pack_cases,
+)
 from .under_test import (
     NO_POSITIONS,
     POSITIONS,
@@ -316,8 +325,7 @@ _contract("test_contract_unpack", _check_unpack, rules=("R-CONSUMER-13",), decla
 
 
 # The degenerate batches, named: every contract check on each, under any config.
-DEGENERATE = {"all-empty": (0,), "all-empty-3": (0, 0, 0), "one-row": (1,),
-              "one-row-among-empty": (0, 1, 0)}
+DEGENERATE = {**ALL_EMPTY_BATCHES, "one-row": (1,), "one-row-among-empty": (0, 1, 0)}
 _ALL_RULES = (*(f"R-CONSUMER-{k}" for k in range(1, 16)), "R-PID-2")
 
 

@@ -140,6 +140,33 @@ class EmptyBatchBugsTarget(ReferenceTarget):
         return super().pack(kept, config, cp_rank, need_roll=need_roll, pad_value=pad_value)
 
 
+class PacksNothingForAllEmptyTarget(ReferenceTarget):
+    """The reference, keeping zero-length sequences, but packing a batch of only empty ones as
+    nothing (no row, no segment), as torchtune's PackedDataset makes no pack from no tokens."""
+
+    name = "packs-nothing-for-all-empty"
+    description = "tests/suite: the reference, no pack at all for a batch without a token"
+    declared = Declared(features=CORE | {"bucket", "fp8", "min_local_rows"},
+                        validated_elsewhere=ELSEWHERE)
+    unpack = distributed_unpack = pack_masked = None
+
+    def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,
+             pad_value: Any = 0) -> Packed:
+        packed = super().pack(seqs, config, cp_rank, need_roll=need_roll, pad_value=pad_value)
+        if any(len(s) for s in seqs):
+            return packed
+        return Packed(packed.rows[:0], packed.position_ids[:0], {
+            "cu_seqlens_padded": np.zeros(1, np.int32), "seqlens_padded": np.zeros(0, np.int32),
+            "total": 0, "local_rows": 0})
+
+    def plan(self, seqlens: Any, config: dict[str, Any]) -> dict[str, Any]:
+        meta = super().plan(seqlens, config)
+        if any(int(n) for n in seqlens):
+            return meta
+        return {"cu_seqlens_padded": np.zeros(1, np.int32),
+                "seqlens_padded": np.zeros(0, np.int32), "total": 0, "local_rows": 0}
+
+
 class RowsPerRankTarget(ReferenceTarget):
     """A packer that reports the rows of one rank as its `total` (the whole buffer is cp_size
     times that: R-CONSUMER-1, R-SHARD-4), and divides by the batch's token count, so an

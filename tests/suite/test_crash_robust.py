@@ -1,5 +1,6 @@
-"""The contract tier is crash-robust: a target error on the degenerate batches is reported with
-its input, and never stops the other checks from judging the inputs that do not hit it."""
+"""The suite is crash-robust: a target error on the degenerate batches is reported with its
+input, and never stops the other checks from judging the inputs that do not hit it; a batch of
+only empty sequences, mishandled, fails its named cases alone."""
 
 from __future__ import annotations
 
@@ -36,6 +37,33 @@ def test_crash_and_dropped_empty_sequence_both_reported(tmp_path: Path) -> None:
     others = set(CONTRACT) - {"R-CONSUMER-7", "R-CONSUMER-13"}
     assert all(report["rules"][r]["status"] == "pass" for r in others), \
         {r: report["rules"][r]["status"] for r in others}
+
+
+def test_all_empty_batch_mishandled_blocks_no_other_rule(tmp_path: Path) -> None:
+    """A packer that keeps zero-length sequences but packs a batch of only empty ones as nothing
+    (as torchtune's PackedDataset does): the failure shows on the named all-empty cases of the
+    differential and contract tiers (and the contract's pinned all-empty examples), hypothesis
+    shrinks no other property to that batch, and no rule is left blocked by it."""
+    report = run_suite("fake_targets:PacksNothingForAllEmptyTarget", tmp_path,
+                       "conformance/test_differential.py", "conformance/test_invariants.py",
+                       "conformance/test_minimal_total.py", "conformance/test_contract.py")
+    bad = {t["test"].split("::")[-1] for t in report["tests"]
+           if t["status"] not in ("pass", "declined", "skip")}
+    named = {"test_all_empty_batch_matches_reference[all-empty]",
+             "test_all_empty_batch_matches_reference[all-empty-3]",
+             "test_contract_degenerate[all-empty]", "test_contract_degenerate[all-empty-3]"}
+    assert named <= bad, bad
+    # besides the named cases, only the contract's "any" draws, which pin an all-empty batch
+    others = {name for name in bad - named
+              if not name.startswith("test_contract") or name.endswith(("_nondegenerate",
+                                                                          "_nonempty"))}
+    assert not others, others
+    rules = report["rules"]
+    blocked = {r: row["blocked_by"] for r, row in rules.items() if row["status"] == "blocked"}
+    assert not blocked, blocked
+    for rule in ("R-ALIGN-1", "R-META-2", "R-META-4", "R-TOTAL-4", "R-SHARD-2", "R-ROW-1",
+                 "R-POS-2", "R-IN-2", "R-ROW-3"):
+        assert rules[rule]["status"] == "pass", (rule, rules[rule])
 
 
 def test_rows_per_rank_break_shows_past_an_empty_batch_crash(tmp_path: Path) -> None:
