@@ -56,9 +56,9 @@ class TorchtuneTarget:
     name = "torchtune"
     declared = Declared(
         features=frozenset({"fixed_total", "need_roll"}),
-        # zero_length: kept inside a pack (loader test), but a batch with no token makes no
-        # pack at all, which the spec has no words for (docs/findings/torchtune.md).
-        lacks=frozenset({"tensor_parallel", "zigzag", "contiguous", "zero_length"}),
+        # zero_length kept: an empty sample keeps its seq_lens entry inside a pack; a batch
+        # with no token makes no pack at all (the named all-empty cases report it).
+        lacks=frozenset({"tensor_parallel", "zigzag", "contiguous"}),
         convention={"tail": "segment", "seq_align": "none", "labels": "ignore"},
         validated_elsewhere=frozenset({"config", "parallel_state", "batch", "need_roll_type"}),
         max_rows=1 << 20,
