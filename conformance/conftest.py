@@ -19,12 +19,14 @@ import pytest
 from hypothesis import settings
 
 from conformance import plugin, report
+from conformance.protocol import ALL_EMPTY, describe, zero_length_of
 from conformance.rules import spec_version, suite_rules
 from conformance.targets import TargetLoadError, load_target
 from conformance.under_test import (
     POSITION_RULES,
     POSITIONS,
     caps,
+    decline,
     max_rows,
     positions_declined,
     require,
@@ -154,6 +156,14 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 def _entries(rep: pytest.TestReport) -> list[dict[str, Any]]:
     return report.from_properties(list(rep.user_properties))
+
+
+@pytest.fixture(scope="module")
+def keeps_zero_length() -> None:
+    """Decline where the target omits zero-length sequences (R-META-8): a batch of only empty
+    ones leaves it none, and the contract tier's degenerate cases judge what it does then."""
+    if zero_length_of(target()) == "omit":
+        decline(ALL_EMPTY, describe(ALL_EMPTY))
 
 
 def _report_dir(config: pytest.Config) -> Path:

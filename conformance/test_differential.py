@@ -23,7 +23,7 @@ from .compare import (
     outcome,
 )
 from .contract import segment_lengths
-from .protocol import ALL_EMPTY, describe, plain_meta, zero_length_of
+from .protocol import plain_meta, zero_length_of
 from .running import (
     ref_config,
     run_reference,
@@ -46,7 +46,6 @@ from .under_test import (
     RuleViolation,
     assume_declared,
     caps,
-    decline,
     needs,
     prop_settings,
     target,
@@ -241,14 +240,6 @@ def test_zero_length_sequences_match_reference(case: PackCase) -> None:
     """Empty sequences anywhere never change another sequence's rows (erratum E-3); the batch
     of only empty ones is `test_all_empty_batch_matches_reference`'s."""
     _check_pack(case)
-
-
-@pytest.fixture(scope="module")
-def keeps_zero_length() -> None:
-    """Decline where the target omits zero-length sequences (R-META-8): a batch of only empty
-    ones leaves it none, and the contract tier's degenerate cases judge what it does then."""
-    if zero_length_of(target()) == "omit":
-        decline(ALL_EMPTY, describe(ALL_EMPTY))
 
 
 @needs("zero_length")

@@ -1,7 +1,7 @@
 """The mask form of a batch (R-IN-7, capability `mask_form`): a padded `[B, S, *trail]` array and
 a bool mask `[B, S]` pack exactly as the list of the sequences `values[i][mask[i]]`.
 
-The masks are drawn to hit what a fast packer of this form gets wrong (strategies.mask_rows):
+The masks are drawn to hit what a fast packer of this form gets wrong (masks.mask_rows):
 runs that start or end at the 8-byte words of the mask's bytes or at column S - 1, one-token
 holes, a run plus a stray token, empty and full rows, S a multiple of 8 or not, and masks laid
 out column-major or strided. The expected result is the reference's pack of the list that
@@ -18,8 +18,9 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from .compare import check_meta, check_positions, check_rows
+from .masks import MaskedBatch, masked_batches
 from .running import RankResult, call_target, readable_output, run_reference, valid_input_rules
-from .strategies import MaskedBatch, PackCase, configs, fit_static, masked_batches, pad_values
+from .strategies import PackCase, configs, fit_static, pad_values
 from .under_test import RuleViolation, assume_declared, caps, needs, prop_settings, target
 
 CAPS = caps()
@@ -100,10 +101,9 @@ CP2 = {"cp_size": 2}
 @example(MaskCase(CP2, MaskedBatch(16, (((0, 5), (11, 12)), ((8, 16),)), layout="F")))
 @example(MaskCase(CP2, MaskedBatch(16, (((0, 5), (11, 12)), ((8, 16),)), layout="strided"),
                   need_roll=True))
-# One row column-major (stride 1 on the row dimension) and S = 0: impl's word scan raised
-# RuntimeError on both before 4f7e7f8 / 1511198.
+# One row column-major (stride 1 on the row dimension): impl's word scan raised RuntimeError on
+# it before 4f7e7f8 (and on S = 0 before 1511198: ALL_EMPTY_MASKS).
 @example(MaskCase({"cp_size": 1}, MaskedBatch(8, (((0, 3),),), layout="F")))
-@example(MaskCase(CP2, MaskedBatch(0, ((), ()))))
 @example(MaskCase(CP2, MaskedBatch(16, (((0, 5), (11, 12)), ((8, 16),)), layout="window")))
 # Rows a word apart, S not a multiple of 8 (S = 9) and S = 8 rows 9 bytes apart.
 @example(MaskCase(CP2, MaskedBatch(9, (((0, 9),), ((2, 5),)), layout="window")))
@@ -126,3 +126,33 @@ def test_mask_form_matches_reference(case: MaskCase) -> None:
     """Every rank's rows, position ids (labels under need_roll) and plan equal the reference's
     pack of `[values[i][mask[i]] for i]`; values and mask unchanged (R-IN-6)."""
     _run(case)
+
+
+# The batches of only empty rows (valid, R-IN-2), S = 0 among them: never drawn above, judged
+# here, so that a target that mishandles them has one finding and blocks no other rule.
+ALL_EMPTY_MASKS = {
+    "all-empty-S0": MaskedBatch(0, ((), ())),
+    "all-empty-S8": MaskedBatch(8, ((),), trail=(2,)),
+    "all-empty-S13-F": MaskedBatch(13, ((), (), ()), layout="F"),
+}
+
+
+@needs("mask_form", "zero_length")
+@pytest.mark.usefixtures("keeps_zero_length")
+@pytest.mark.rules("R-IN-7", "R-IN-2", "R-ROW-3")
+@pytest.mark.parametrize("name", list(ALL_EMPTY_MASKS))
+@prop_settings(0.3)
+@example(config=CP2, need_roll=False, pad=0)
+@given(config=configs(caps=CAPS, tp=st.integers(1, 3), cp=st.integers(1, 4), bucket=st.none(),
+                      min_local_rows=st.none()), need_roll=st.booleans(),
+       pad=pad_values("int64"))
+def test_mask_form_all_empty_matches_reference(name: str, config: dict[str, Any],
+                                              need_roll: bool, pad: Any) -> None:
+    """A mask with no True entry packs as the reference packs its empty sequences: every row
+    padding (R-ROW-3), in the target's pad value."""
+    batch = ALL_EMPTY_MASKS[name]
+    if "trailing_dims" not in CAPS:
+        batch = MaskedBatch(batch.seq_len, batch.runs, (), batch.dtype, batch.layout)
+    _run(MaskCase(fit_static(config, len(batch.runs)), batch,
+                  need_roll and "need_roll" in CAPS,
+                  pad if "pad_value" in CAPS else 0))

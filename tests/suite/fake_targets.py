@@ -148,16 +148,24 @@ class PacksNothingForAllEmptyTarget(ReferenceTarget):
     description = "tests/suite: the reference, no pack at all for a batch without a token"
     declared = Declared(features=CORE | {"bucket", "fp8", "min_local_rows"},
                         validated_elsewhere=ELSEWHERE)
-    unpack = distributed_unpack = pack_masked = None
+    unpack = distributed_unpack = None
+
+    @staticmethod
+    def _nothing(packed: Packed) -> Packed:
+        return Packed(packed.rows[:0], packed.position_ids[:0], {
+            "cu_seqlens_padded": np.zeros(1, np.int32), "seqlens_padded": np.zeros(0, np.int32),
+            "total": 0, "local_rows": 0})
 
     def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,
              pad_value: Any = 0) -> Packed:
         packed = super().pack(seqs, config, cp_rank, need_roll=need_roll, pad_value=pad_value)
-        if any(len(s) for s in seqs):
-            return packed
-        return Packed(packed.rows[:0], packed.position_ids[:0], {
-            "cu_seqlens_padded": np.zeros(1, np.int32), "seqlens_padded": np.zeros(0, np.int32),
-            "total": 0, "local_rows": 0})
+        return packed if any(len(s) for s in seqs) else self._nothing(packed)
+
+    def pack_masked(self, values: Any, mask: Any, config: dict[str, Any], cp_rank: int, *,
+                    need_roll: bool = False, pad_value: Any = 0) -> Packed:
+        packed = super().pack_masked(values, mask, config, cp_rank, need_roll=need_roll,
+                                     pad_value=pad_value)
+        return packed if np.asarray(mask).any() else self._nothing(packed)
 
     def plan(self, seqlens: Any, config: dict[str, Any]) -> dict[str, Any]:
         meta = super().plan(seqlens, config)
