@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 
 import reference
 
+from .strategies import with_a_token
+
 
 @dataclass(frozen=True)
 class MaskCase:
@@ -56,9 +58,11 @@ class MaskCase:
 @st.composite
 def mask_cases(draw: st.DrawFn, *, caps: frozenset[str], max_batch: int = 6,
                max_seq: int = 24) -> MaskCase:
-    """Drawn within the target's declared features (tp, fp8, trailing dims)."""
+    """Drawn within the target's declared features (tp, fp8, trailing dims, empty rows), never
+    a mask without a True entry (its named cases: `ALL_EMPTY_CASES`)."""
     s = draw(st.integers(1, max_seq))
-    lengths = tuple(draw(st.lists(st.integers(0, s), min_size=1, max_size=max_batch)))
+    low = 0 if "zero_length" in caps else 1
+    lengths = with_a_token(draw(st.lists(st.integers(low, s), min_size=1, max_size=max_batch)))
     return MaskCase(
         tp=draw(st.integers(1, 3)) if "tensor_parallel" in caps else 1,
         cp=draw(st.sampled_from((1, 2, 3, 4))) if "zigzag" in caps else 1,
@@ -69,3 +73,10 @@ def mask_cases(draw: st.DrawFn, *, caps: frozenset[str], max_batch: int = 6,
         dtype=draw(st.sampled_from(("int64", "float32"))),
         seed=draw(st.integers(0, 2**16)),
     )
+
+
+# Masks without a True entry (valid where the target keeps zero-length sequences, R-IN-2).
+ALL_EMPTY_CASES = {
+    "all-empty": MaskCase(1, 2, False, 6, (0, 0), "left"),
+    "all-empty-tp-fp8": MaskCase(2, 3, True, 9, (0,), "right", trail=(2,), dtype="float32"),
+}

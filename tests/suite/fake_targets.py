@@ -13,6 +13,7 @@ import numpy as np
 import reference
 from conformance.contract import segment_batch, segment_lengths
 from conformance.protocol import VALIDATION, Declared, Packed, plain_meta
+from conformance.targets.impl import ImplTarget
 from conformance.targets.reference import ReferenceTarget, plan_from_meta
 
 # Labels and pad values; the validation tests (R-ERR-*) are not these targets' subject.
@@ -396,3 +397,19 @@ class KeepsButDeclaresOmitTarget(ReferenceTarget):
     description = "tests/suite: the reference declaring zero-length omitted, keeping them"
     declared = OmittingTarget.declared
     unpack = distributed_unpack = None
+
+
+class PackedNoEmptyRowsTarget(ImplTarget):
+    """impl with its Megatron packed form (capability `packed_seqs`), declared without
+    zero-length sequences and refusing a mask row without a True entry, as a packer that lacks
+    them may: it is never sent one."""
+
+    name = "packed-no-empty-rows"
+    description = "tests/suite: impl, lacking zero-length sequences in the packed form"
+    declared = Declared(features=ImplTarget.declared.features, lacks=frozenset({"zero_length"}))
+
+    def packed_preprocess(self, values: Any, mask: Any, config: dict[str, Any],
+                          cp_rank: int) -> Any:
+        if not np.asarray(mask).any(axis=1).all():
+            raise ValueError("packed_preprocess: a mask row without a True entry")
+        return super().packed_preprocess(values, mask, config, cp_rank)

@@ -31,3 +31,14 @@ def test_pad_value_judged_on_the_targets_own_padding(tmp_path: Path) -> None:
     padding rows of the target's own buffer, so it passes."""
     report = run_suite("fake_targets:CpAlignTarget", tmp_path, *HAND_WRITTEN)
     assert not _not_passed(report), _not_passed(report)
+
+
+def test_packed_form_draws_no_empty_row_for_a_target_without_them(tmp_path: Path) -> None:
+    """A target whose packed form lacks zero-length sequences is never sent a mask row without
+    a True entry: its round trip passes, and the all-empty cases are declined."""
+    report = run_suite("fake_targets:PackedNoEmptyRowsTarget", tmp_path,
+                       "conformance/test_packed_seqs.py")
+    assert not _not_passed(report), _not_passed(report)
+    status = {t["test"].split("::")[-1]: t["status"] for t in report["tests"]}
+    assert status["test_packed_seqs_round_trip"] == "pass", status
+    assert {s for n, s in status.items() if "all_empty" in n} == {"declined"}, status
