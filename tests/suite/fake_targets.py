@@ -413,3 +413,19 @@ class PackedNoEmptyRowsTarget(ImplTarget):
         if not np.asarray(mask).any(axis=1).all():
             raise ValueError("packed_preprocess: a mask row without a True entry")
         return super().packed_preprocess(values, mask, config, cp_rank)
+
+
+class PackedNoTensorParallelTarget(ImplTarget):
+    """impl with its Megatron packed form, declared without tensor parallelism and FP8 and
+    refusing both: it is never sent either, the all-empty masks included."""
+
+    name = "packed-no-tp"
+    description = "tests/suite: impl, lacking tp and FP8 in the packed form"
+    declared = Declared(features=ImplTarget.declared.features - {"fp8", "fp8_recipes"},
+                        lacks=frozenset({"tensor_parallel"}))
+
+    def packed_preprocess(self, values: Any, mask: Any, config: dict[str, Any],
+                          cp_rank: int) -> Any:
+        if config.get("tp_size", 1) != 1 or config.get("fp8"):
+            raise ValueError(f"packed_preprocess: config {config}")
+        return super().packed_preprocess(values, mask, config, cp_rank)

@@ -42,3 +42,15 @@ def test_packed_form_draws_no_empty_row_for_a_target_without_them(tmp_path: Path
     status = {t["test"].split("::")[-1]: t["status"] for t in report["tests"]}
     assert status["test_packed_seqs_round_trip"] == "pass", status
     assert {s for n, s in status.items() if "all_empty" in n} == {"declined"}, status
+
+
+def test_packed_form_sends_no_declined_feature(tmp_path: Path) -> None:
+    """A packed form without tp and FP8 is sent neither, by a drawn, pinned or named case: the
+    all-empty mask at tp 1 passes, the one at tp 2 with FP8 is declined."""
+    report = run_suite("fake_targets:PackedNoTensorParallelTarget", tmp_path,
+                       "conformance/test_packed_seqs.py")
+    assert not _not_passed(report), _not_passed(report)
+    status = {t["test"].split("::")[-1]: t["status"] for t in report["tests"]}
+    assert status["test_packed_seqs_round_trip"] == "pass", status
+    assert status["test_packed_seqs_all_empty_round_trip[all-empty]"] == "pass", status
+    assert status["test_packed_seqs_all_empty_round_trip[all-empty-tp-fp8]"] == "declined", status
