@@ -90,6 +90,8 @@ def decline(out: dict[str, Any], rules: frozenset[str], cap: str, reason: str) -
         out["rules"] = [r for r in out["rules"] if r not in moved]
         out["blocked_rules"] = [r for r in out.get("blocked_rules", []) if r not in moved]
         out.update(declined_rules=moved, declined=[cap], reason=reason)
+        if out["status"] == "pass" and not out["rules"]:
+            out["status"] = "declined"  # it judged none of its rules
 
 
 def clean_skip(rep: Any) -> None:

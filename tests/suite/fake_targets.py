@@ -283,6 +283,23 @@ class NoPositionsTarget(ReferenceTarget):
         return Packed(packed.rows, None, packed.meta, packed.labels, packed.loss_mask)
 
 
+class RunOnPositionsTarget(NoPositionsTarget):
+    """Position ids at cp = 1 only, and there one run over the whole buffer, never restarting
+    at a sequence: every sequence after the first has wrong positions (R-CONSUMER-10), and no
+    segment can be derived from them (R-PID-2)."""
+
+    name = "run-on-positions"
+    description = "tests/suite: position ids at cp = 1 only, never restarting"
+
+    def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,
+             pad_value: Any = 0) -> Packed:
+        packed = super().pack(seqs, config, cp_rank, need_roll=need_roll, pad_value=pad_value)
+        if packed.position_ids is None:
+            return packed
+        run_on = np.arange(len(packed.position_ids), dtype=packed.position_ids.dtype)
+        return Packed(packed.rows, run_on, packed.meta, packed.labels, packed.loss_mask)
+
+
 class NoPositionIdsTarget(ReferenceTarget):
     """The reference giving no position ids on any rank (`Packed(position_ids=None)`)."""
 

@@ -92,6 +92,30 @@ def test_position_ids_on_some_ranks_are_judged_there(tmp_path: Path) -> None:
         "conformance/test_differential.py::test_zigzag_matches_reference": "declined"}, rule
 
 
+def test_degenerate_cases_pass_no_rule_of_a_declined_feature(tmp_path: Path) -> None:
+    """A target without FP8 or labels beside the inputs: the contract's degenerate cases, which
+    run every check, do not report the FP8 split or the ignored labels as passed; those rules
+    are declined, and the rules the cases do judge pass."""
+    report = run_suite("fake_targets:DecliningTarget", tmp_path, "conformance/test_contract.py")
+    rules = report["rules"]
+    for rule, cap in (("R-CONSUMER-5", "fp8"), ("R-CONSUMER-15", "labels_ignore")):
+        assert rules[rule]["status"] == "declined", (rule, rules[rule])
+        assert cap in rules[rule]["declined"], (rule, rules[rule])
+    for rule in ("R-CONSUMER-1", "R-CONSUMER-4", "R-CONSUMER-7", "R-CONSUMER-11"):
+        assert rules[rule]["status"] == "pass", (rule, rules[rule])
+
+
+def test_contract_judges_position_ids_where_given(tmp_path: Path) -> None:
+    """Position ids at cp = 1 only, wrong there: the contract tier judges the draws that have
+    them and reports R-CONSUMER-10 and R-PID-2 failed (a draw without them is not judged, and
+    does not decline the whole test)."""
+    report = run_suite("fake_targets:RunOnPositionsTarget", tmp_path,
+                       "conformance/test_contract.py::test_contract_positions",
+                       "conformance/test_contract.py::test_contract_position_boundaries")
+    for rule in ("R-CONSUMER-10", "R-PID-2"):
+        assert report["rules"][rule]["status"] == "fail", (rule, report["rules"][rule])
+
+
 def test_no_position_ids_are_declined(tmp_path: Path) -> None:
     """A target that never gives position ids: the rules only position ids decide are reported
     declined ("returns no position ids"), never passed; its rows are still judged."""
