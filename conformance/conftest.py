@@ -175,7 +175,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if not _RESULTS or hasattr(config, "workerinput"):
         return
     subject = target()
-    matrix = report.fold(_RESULTS, suite_rules())
+    matrix = report.fold(_RESULTS, suite_rules(), caps())
     header = {
         "target": target_spec(),
         "name": str(subject.name),

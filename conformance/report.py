@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from .rules import UNDER_FEATURE
 from .under_test import TargetError
 
 # Test statuses: "declined" (a feature the target lacks), "target-error" (the target crashed or
@@ -186,7 +187,8 @@ def _row(text: str) -> dict[str, Any]:
             "declined": [], "blocked_by": []}
 
 
-def fold(entries: list[dict[str, Any]], spec_rules: dict[str, str]) -> dict[str, dict[str, Any]]:
+def fold(entries: list[dict[str, Any]], spec_rules: dict[str, str],
+         caps: frozenset[str] | None = None) -> dict[str, dict[str, Any]]:
     matrix = {rule: _row(text) for rule, text in spec_rules.items()}
     for e in sorted(entries, key=lambda e: e["test"]):
         for rule in e.get("blocked_rules", []):
@@ -214,6 +216,10 @@ def fold(entries: list[dict[str, Any]], spec_rules: dict[str, str]) -> dict[str,
                          else "blocked" if "blocked" in statuses
                          else "declined" if "declined" in statuses
                          else "skip" if statuses else "untested")
+    for rule, cap in UNDER_FEATURE.items():
+        row = matrix.get(rule)
+        if caps is not None and cap not in caps and row and row["status"] in ("pass", "blocked"):
+            row.update(status="declined", declined=sorted({*row["declined"], cap}))
     return matrix
 
 

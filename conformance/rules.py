@@ -15,6 +15,24 @@ _RULE = re.compile(r"^\s*-\s+\*\*(R-[A-Z0-9]+-\d+)\*\*:?\s*(.*)$")
 _EXAMPLE = re.compile(r"```example\n(.*?)```", re.DOTALL)
 
 
+# The rules that speak only under one feature (the spec's "With `fp8`", "With
+# `tail="segment"`", "Where the target can unpack"): a target without it has them declined
+# whatever its tests did, unless one failed, since a test that passes without the feature
+# judged nothing of them (the minimal-total test cites R-FP8-1 for every target).
+UNDER_FEATURE = {
+    "R-FP8-1": "fp8", "R-TOTAL-1": "fp8", "R-CONSUMER-5": "fp8",
+    "R-TAIL-1": "tail_segment", "R-TAIL-2": "tail_segment",
+    "R-TAIL-3": "tail_tokens", "R-TAIL-4": "tail_tokens",
+    "R-TOTAL-7": "fixed_total", "R-ALIGN-6": "seq_align_none",
+    "R-STATIC-1": "static_metadata", "R-STATIC-2": "static_metadata",
+    "R-STATIC-3": "static_metadata",
+    "R-ROLL-1": "need_roll", "R-ROLL-2": "need_roll", "R-ROLL-3": "need_roll",
+    "R-CONSUMER-11": "need_roll",
+    "R-LABEL-1": "labels_ignore", "R-LABEL-2": "labels_ignore", "R-CONSUMER-15": "labels_ignore",
+    "R-LABEL-3": "loss_mask", "R-CONSUMER-13": "unpack",
+}
+
+
 def spec_version() -> str:
     version = SPEC_DIR / "VERSION"
     return version.read_text().strip() if version.is_file() else "unknown"

@@ -11,6 +11,8 @@ from pathlib import Path
 from hypothesis import given, settings
 
 from conformance import strategies as s
+from conformance.protocol import CAPABILITIES
+from conformance.rules import UNDER_FEATURE, suite_rules
 
 ROOT = Path(__file__).resolve().parents[2]
 NONE = frozenset({"need_roll", "pad_value"})
@@ -92,17 +94,26 @@ def test_position_ids_on_some_ranks_are_judged_there(tmp_path: Path) -> None:
         "conformance/test_differential.py::test_zigzag_matches_reference": "declined"}, rule
 
 
-def test_degenerate_cases_pass_no_rule_of_a_declined_feature(tmp_path: Path) -> None:
-    """A target without FP8 or labels beside the inputs: the contract's degenerate cases, which
-    run every check, do not report the FP8 split or the ignored labels as passed; those rules
-    are declined, and the rules the cases do judge pass."""
-    report = run_suite("fake_targets:DecliningTarget", tmp_path, "conformance/test_contract.py")
+def test_no_rule_of_a_declined_feature_passes(tmp_path: Path) -> None:
+    """A target without FP8, labels beside the inputs or a padding segment: the tests that run
+    for every target and cite those rules (the contract's degenerate cases, the minimal total)
+    do not report them passed; they are declined, and the rules those tests judge pass."""
+    report = run_suite("fake_targets:DecliningTarget", tmp_path, "conformance/test_contract.py",
+                       "conformance/test_minimal_total.py")
     rules = report["rules"]
-    for rule, cap in (("R-CONSUMER-5", "fp8"), ("R-CONSUMER-15", "labels_ignore")):
+    for rule, cap in (("R-CONSUMER-5", "fp8"), ("R-CONSUMER-15", "labels_ignore"),
+                      ("R-FP8-1", "fp8"), ("R-TOTAL-1", "fp8"), ("R-TAIL-1", "tail_segment")):
         assert rules[rule]["status"] == "declined", (rule, rules[rule])
         assert cap in rules[rule]["declined"], (rule, rules[rule])
-    for rule in ("R-CONSUMER-1", "R-CONSUMER-4", "R-CONSUMER-7", "R-CONSUMER-11"):
+    for rule in ("R-CONSUMER-1", "R-CONSUMER-4", "R-CONSUMER-7", "R-CONSUMER-11", "R-TOTAL-2",
+                 "R-TOTAL-4"):
         assert rules[rule]["status"] == "pass", (rule, rules[rule])
+
+
+def test_rules_under_a_feature_are_spec_rules_and_capabilities() -> None:
+    """Each entry of rules.UNDER_FEATURE names a rule the suite judges and a capability."""
+    assert set(UNDER_FEATURE) <= set(suite_rules()), set(UNDER_FEATURE) - set(suite_rules())
+    assert set(UNDER_FEATURE.values()) <= CAPABILITIES, set(UNDER_FEATURE.values()) - CAPABILITIES
 
 
 def test_contract_judges_position_ids_where_given(tmp_path: Path) -> None:
