@@ -10,6 +10,7 @@ NumPy's boolean indexing gives, so the mask's meaning comes from the spec, not f
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -152,7 +153,7 @@ def test_mask_form_all_empty_matches_reference(name: str, config: dict[str, Any]
     padding (R-ROW-3), in the target's pad value."""
     batch = ALL_EMPTY_MASKS[name]
     if "trailing_dims" not in CAPS:
-        batch = MaskedBatch(batch.seq_len, batch.runs, (), batch.dtype, batch.layout)
+        batch = dataclasses.replace(batch, trail=())
     _run(MaskCase(fit_static(config, len(batch.runs)), batch,
                   need_roll and "need_roll" in CAPS,
                   pad if "pad_value" in CAPS else 0))
