@@ -23,13 +23,13 @@ from conformance.protocol import ALL_EMPTY, describe, zero_length_of
 from conformance.rules import spec_version, suite_rules
 from conformance.targets import TargetLoadError, load_target
 from conformance.under_test import (
-    POSITION_RULES,
-    POSITIONS,
+    OPTIONAL_OUTPUTS,
     caps,
     decline,
     max_rows,
-    positions_declined,
+    outputs_declined,
     require,
+    set_cited,
     set_target,
     target,
     target_spec,
@@ -109,7 +109,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """`@needs(...)`: a test of a feature the target declines is skipped as declined before
-    it runs (so hypothesis never sees the skip inside an explicit example)."""
+    it runs (so hypothesis never sees the skip inside an explicit example). The rules the test
+    cites are known to its checks (`under_test.cited`)."""
+    set_cited(_item_rules(item))
     for mark in item.iter_markers("needs"):
         require(*mark.args)
 
@@ -138,13 +140,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         return rep
     report.clean_skip(rep)
     rules = _item_rules(item)
-    no_positions = positions_declined() if rep.when == "call" else None
+    missing = outputs_declined() if rep.when == "call" else []
     if item.get_closest_marker("meta") is not None and not rules:
         return rep
     if rep.when == "call" or (rep.when == "setup" and not rep.passed):
         entry = report.entry(item.nodeid, rules, rep, call, _target_files())
-        if no_positions:  # a rank gave no position ids: their rules are declined, not passed
-            report.decline(entry, POSITION_RULES, POSITIONS, no_positions)
+        for output, why in missing:  # never given: its rules are declined, not passed
+            report.decline(entry, OPTIONAL_OUTPUTS[output], output, why)
         rep.user_properties.append(report.to_property(entry))
     return rep
 

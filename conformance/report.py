@@ -81,7 +81,7 @@ def entry(nodeid: str, cited: list[str], report: Any, call: Any,
 
 def decline(out: dict[str, Any], rules: frozenset[str], cap: str, reason: str) -> None:
     """The test's cited `rules` reported as declined for `cap`, a feature found missing while it
-    ran (a rank without position ids): neither passed nor blocked by it. A rule its failure
+    ran (an optional output no rank gave): neither passed nor blocked by it. A rule its failure
     disproves (on another input) stays failed."""
     if out["status"] in ("skip", "declined"):
         return
@@ -90,7 +90,8 @@ def decline(out: dict[str, Any], rules: frozenset[str], cap: str, reason: str) -
     if moved:
         out["rules"] = [r for r in out["rules"] if r not in moved]
         out["blocked_rules"] = [r for r in out.get("blocked_rules", []) if r not in moved]
-        out.update(declined_rules=moved, declined=[cap], reason=reason)
+        out.update(declined_rules=sorted({*out.get("declined_rules", []), *moved}),
+                   declined=sorted({*out.get("declined", []), cap}), reason=reason)
         if out["status"] == "pass" and not out["rules"]:
             out["status"] = "declined"  # it judged none of its rules
 

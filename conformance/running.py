@@ -12,11 +12,12 @@ from typing import Any
 import numpy as np
 
 import reference
+from reference.pack import lay_out
 
 from .contract import segment_batch
 from .protocol import Packed, zero_length_of
 from .strategies import PackCase
-from .under_test import RuleViolation, TargetError, as_tuple, note_positions, target
+from .under_test import POSITIONS, RuleViolation, TargetError, as_tuple, note_given, target
 
 # The meta fields the protocol defines: arrays, and row counts.
 META_ARRAYS = ("seqlens", "seqlens_padded", "cu_seqlens", "cu_seqlens_padded")
@@ -46,6 +47,31 @@ def run_reference(case: PackCase, seqs: list[np.ndarray]) -> list[RankResult]:
                                              pad_value=case.pad_value)
         out.append(RankResult(rows, pos, plan))
     return out
+
+
+def run_reference_on_its_plan(case: PackCase, seqs: list[np.ndarray],
+                              got: list[RankResult]) -> list[RankResult] | None:
+    """The reference's rows and position ids laid out on the plan the target reports (the row
+    map is read off the plan, §5), so that a target's rows are judged apart from its plan.
+    None where the row map cannot lay that plan out: ranks that disagree on
+    `cu_seqlens_padded`, fewer segments than sequences, a segment shorter than its sequence, a
+    total other than cp * each rank's rows, a zigzag segment that 2 * cp does not divide."""
+    segs = segment_batch(seqs, zero_length_of(target()))
+    cfg, cp = ref_config(case.config), case.cp_size
+    cu = np.asarray(got[0].meta["cu_seqlens_padded"], dtype=np.int64)
+    lengths = np.asarray([s.shape[0] for s in segs], dtype=np.int64)
+    padded, b = np.diff(cu), len(segs)
+    if (not segs or cu.size <= b or cu[0] != 0 or np.any(padded < 0)
+            or np.any(padded[:b] < lengths)
+            or any(g.rows.shape[0] * cp != cu[-1] for g in got)
+            or any(not np.array_equal(np.asarray(g.meta["cu_seqlens_padded"]), cu) for g in got)
+            or (cp > 1 and cfg.cp_layout == "zigzag" and np.any(padded % (2 * cp)))):
+        return None
+    full = np.concatenate([lengths, np.zeros(padded.size - b, dtype=np.int64)])
+    plan = reference.Plan(full, padded, np.concatenate([[0], np.cumsum(full)]), cu,
+                          int(padded.max()), int(cu[-1]), int(cu[-1]) // cp, b)
+    return [RankResult(*lay_out(segs, plan, cfg, rank, need_roll=case.need_roll,
+                                pad_value=case.pad_value), plan) for rank in range(cp)]
 
 
 def valid_input_rules(case: PackCase | None = None) -> set[str]:
@@ -90,7 +116,7 @@ def readable_output(result: tuple[Any, Any, Any], what: str
     except Exception as exc:
         raise TargetError(f"{what}: rows or position ids cannot be read as arrays: "
                           f"{exc!r}") from exc
-    note_positions(pos is not None)
+    note_given(POSITIONS, pos is not None)
     if rows.ndim == 0 or (pos is not None and pos.ndim == 0):
         raise TargetError(f"{what}: rows {rows.shape} / position ids "
                           f"{getattr(pos, 'shape', None)} have no row dimension")

@@ -37,8 +37,7 @@ class TargetError(Exception):
     allow: no rule is decided, the report lists it apart with its traceback."""
 
 
-_STATE: dict[str, Any] = {"target": None, "spec": None, "no_positions": False,
-                          "positions": False}
+_STATE: dict[str, Any] = {"target": None, "spec": None, "met": {}, "cited": frozenset()}
 
 
 def set_target(obj: Any, spec: str) -> None:
@@ -54,6 +53,15 @@ def target() -> Any:
 
 def target_spec() -> str:
     return str(_STATE["spec"])
+
+
+def set_cited(rules: list[str]) -> None:
+    _STATE["cited"] = frozenset(rules)
+
+
+def cited() -> frozenset[str]:
+    """The rules the running test cites (its `@pytest.mark.rules`, set by conftest.py)."""
+    return frozenset(_STATE["cited"])
 
 
 def as_tuple(result: Any, what: str = "pack()") -> tuple[Any, Any, Any]:
@@ -120,27 +128,31 @@ def needs(*needed: str) -> pytest.MarkDecorator:
     return pytest.mark.needs(*needed)
 
 
-# Position ids are optional output (Packed.position_ids None): a test that met ranks without
-# them and none with them reports these rules, which only position ids decide, as declined
-# (conftest.py); one that met ranks with them judged the rules there.
+# Optional outputs: position ids (`Packed.position_ids` None) and the meta fields cu_seqlens and
+# max_seqlen. A test that met ranks without one and none with it reports the rules that only
+# it decides as declined (conftest.py); one that met ranks with it judged the rules there.
 POSITIONS = "position_ids"
 NO_POSITIONS = "returns no position ids"
-POSITION_RULES = frozenset({"R-POS-1", "R-POS-2", "R-POS-3", "R-POS-4", "R-TAIL-2", "R-PID-1",
-                            "R-PID-2", "R-PID-3", "R-CONSUMER-10"})
+OPTIONAL_OUTPUTS = {
+    POSITIONS: frozenset({"R-POS-1", "R-POS-2", "R-POS-3", "R-POS-4", "R-TAIL-2", "R-PID-1",
+                          "R-PID-2", "R-PID-3", "R-CONSUMER-10"}),
+    "cu_seqlens": frozenset({"R-CONSUMER-8"}),
+    "max_seqlen": frozenset({"R-CONSUMER-9"}),
+}
 
 
-def note_positions(given: bool) -> None:
-    """A rank met by the running test gave position ids (`given`) or none."""
-    _STATE["positions" if given else "no_positions"] = True
+def note_given(output: str, given: bool) -> None:
+    """A rank met by the running test gave the optional `output` (`given`) or not."""
+    _STATE["met"].setdefault(output, set()).add(given)
 
 
-def positions_declined() -> str | None:
-    """Where the ranks met since the last call (one test's run) gave no position ids and none
-    gave any, the reason its position-id rules are declined, worded as a declined skip's; else
-    None."""
-    declined = _STATE["no_positions"] and not _STATE["positions"]
-    _STATE["no_positions"] = _STATE["positions"] = False
-    return f"Skipped: {_declined(POSITIONS, NO_POSITIONS)}" if declined else None
+def outputs_declined() -> list[tuple[str, str]]:
+    """The optional outputs the ranks met since the last call (one test's run) never gave,
+    each with the reason its rules are declined, worded as a declined skip's."""
+    met, _STATE["met"] = _STATE["met"], {}
+    why = {POSITIONS: NO_POSITIONS}
+    return [(output, f"Skipped: {_declined(output, why.get(output, 'gives no ' + output))}")
+            for output, seen in sorted(met.items()) if seen == {False}]
 
 
 def max_rows() -> int | None:

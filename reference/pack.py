@@ -68,7 +68,7 @@ def pack_thd(
     # Every check before any data is read (§11).
     if not isinstance(config, PackConfig):
         raise TypeError(f"config must be a PackConfig, got {type(config).__name__}")
-    trail, dtype = check_batch(seqs)
+    _, dtype = check_batch(seqs)
     rank = as_cp_rank(cp_rank, config.cp_size)
     roll = as_bool("need_roll", need_roll)
     if dtype.kind not in ("b", "i", "u", "f", "c"):
@@ -78,11 +78,24 @@ def pack_thd(
     if ignore:  # R-LABEL-2, R-ERR-16: the labels' dtype must hold ignore_index
         check_pad_value(config.ignore_index, dtype.kind, pad_limit(dtype), "ignore_index")
     plan = plan_thd([seq.shape[0] for seq in seqs], config)
-    input_ids = input_position_ids(config, roll)
+    rows, position_ids = lay_out(seqs, plan, config, rank, need_roll=roll, pad_value=pad_value)
+    return rows, position_ids, plan
 
+
+def lay_out(
+    seqs: Any, plan: Plan, config: PackConfig, cp_rank: int, *, need_roll: bool, pad_value: Any
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rank `cp_rank`'s rows and position ids of `plan`, read off its row map (§6-§8).
+
+    `pack_thd` calls it on its own plan once every input is checked. The conformance suite
+    also calls it on the plan a target reports, to judge that target's rows on it.
+    """
+    trail, dtype = seqs[0].shape[1:], seqs[0].dtype
+    input_ids = input_position_ids(config, need_roll)
+    ignore = need_roll and config.labels == "ignore"
     rows = np.empty((plan.local_rows, *trail), dtype=dtype)
     position_ids = np.zeros(plan.local_rows, dtype=np.int64)  # R-POS-1
-    for k, source in enumerate(row_map(plan, config, rank)):
+    for k, source in enumerate(row_map(plan, config, cp_rank)):
         length = int(plan.seqlens[source.seq])
         # Position ids.
         if source.real and input_ids:
@@ -94,9 +107,9 @@ def pack_thd(
         else:
             position_ids[k] = 0  # R-POS-3, R-ROLL-2: unspecified; never negative (R-POS-4)
         # Values.
-        if not roll and source.real:
+        if not need_roll and source.real:
             rows[k] = seqs[source.seq][source.offset]  # R-ROW-1
-        elif not roll:
+        elif not need_roll:
             rows[k] = pad_value  # R-ROW-2
         elif source.real and source.offset < length - 1:
             rows[k] = seqs[source.seq][source.offset + 1]  # R-ROLL-1, R-LABEL-1
@@ -104,7 +117,7 @@ def pack_thd(
             rows[k] = config.ignore_index  # R-LABEL-1: last real token and every padding row
         else:
             rows[k] = pad_value  # R-ROLL-3 (padding), R-ROLL-2 (last real: unspecified)
-    return rows, position_ids, plan
+    return rows, position_ids
 
 
 def padding_segment_position(plan: Plan, config: PackConfig, seq: int) -> bool:

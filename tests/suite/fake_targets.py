@@ -446,3 +446,73 @@ class PackedNoTensorParallelTarget(ImplTarget):
         if config.get("tp_size", 1) != 1 or config.get("fp8"):
             raise ValueError(f"packed_preprocess: config {config}")
         return super().packed_preprocess(values, mask, config, cp_rank)
+
+
+class PadsOneBlockMoreTarget(ReferenceTarget):
+    """A plan one total modulus M longer than the spec's (R-TOTAL-4), the surplus on the last
+    sequence as the spec places it, and the rows and position ids right on that plan; with
+    `reversed_rows`, each rank's rows also in reverse order (wrong on any plan)."""
+
+    name = "pads-one-block-more"
+    description = "tests/suite: the reference packing M more rows than the smallest total"
+    declared = Declared(features=CORE, validated_elsewhere=ELSEWHERE)
+    reversed_rows = False
+
+    def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,
+             pad_value: Any = 0) -> Packed:
+        cfg = reference.PackConfig(**config)
+        spec = reference.plan_thd([len(s) for s in seqs], cfg)
+        more = {**config, "fixed_total": spec.total + cfg.total_modulus}
+        got = super().pack(seqs, more, cp_rank, need_roll=need_roll, pad_value=pad_value)
+        rows = got.rows[::-1].copy() if self.reversed_rows else got.rows
+        return Packed(rows, got.position_ids, got.meta)
+
+
+class PadsMoreReversedTarget(PadsOneBlockMoreTarget):
+    name = "pads-more-reversed"
+    description = "tests/suite: pads-one-block-more with its rows reversed"
+    reversed_rows = True
+
+
+class SegmentIdsZeroTarget(ReferenceTarget):
+    """tail='segment' as its fixed convention, with every position id of the padding segment 0
+    (R-TAIL-2: its offsets); all else the spec's. A bucket makes that segment."""
+
+    name = "segment-ids-zero"
+    description = "tests/suite: tail='segment', the padding segment's position ids all 0"
+    declared = Declared(features=CORE | {"bucket"}, convention={"tail": "segment"},
+                        validated_elsewhere=ELSEWHERE)
+
+    def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,
+             pad_value: Any = 0) -> Packed:
+        config = {**config, "tail": "segment"}
+        got = super().pack(seqs, config, cp_rank, need_roll=need_roll, pad_value=pad_value)
+        rmap = reference.row_map(plan_from_meta(got.meta), reference.PackConfig(**config),
+                                 cp_rank)
+        pos = np.asarray(got.position_ids).copy()
+        pos[[k for k, src in enumerate(rmap) if src.seq >= len(seqs)]] = 0
+        return Packed(got.rows, pos, got.meta)
+
+
+class PaddedCuSeqlensAtCp1Target(ReferenceTarget):
+    """cu_seqlens and max_seqlen at cp = 1 only, and there the padded boundaries as the real
+    ones (R-CONSUMER-8) and max_seqlen 1 (R-CONSUMER-9); without `at_cp1`, on no rank."""
+
+    name = "padded-cu-seqlens-at-cp1"
+    description = "tests/suite: cu_seqlens = cu_seqlens_padded and max_seqlen 1, at cp = 1 only"
+    declared = Declared(features=CORE, validated_elsewhere=ELSEWHERE)
+    at_cp1 = True
+
+    def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,
+             pad_value: Any = 0) -> Packed:
+        got = super().pack(seqs, config, cp_rank, need_roll=need_roll, pad_value=pad_value)
+        meta = {k: v for k, v in got.meta.items() if k not in ("cu_seqlens", "max_seqlen")}
+        if self.at_cp1 and int(config.get("cp_size", 1)) == 1:
+            meta.update(cu_seqlens=got.meta["cu_seqlens_padded"], max_seqlen=1)
+        return Packed(got.rows, got.position_ids, meta)
+
+
+class NoCuSeqlensTarget(PaddedCuSeqlensAtCp1Target):
+    name = "no-cu-seqlens"
+    description = "tests/suite: the reference without cu_seqlens and max_seqlen"
+    at_cp1 = False

@@ -74,3 +74,44 @@ def test_spec_example_mismatch_is_charged_to_its_fields_rule(tmp_path: Path) -> 
     wrong = [t for t in failed if not set(t["rules"]) <= {"R-META-4", "R-STATIC-2"}]
     assert not wrong, wrong
     assert report["rules"]["R-META-1"]["status"] != "fail", report["rules"]["R-META-1"]
+
+
+ROW_TESTS = ("test_pack_matches_reference", "test_single_rank_matches_reference",
+             "test_zigzag_matches_reference", "test_need_roll_matches_reference")
+
+
+def _statuses(report: dict, names: tuple[str, ...]) -> dict[str, str]:
+    return {t["test"].split("::")[-1]: t["status"] for t in report["tests"]
+            if t["test"].split("::")[-1] in names}
+
+
+def test_rows_are_judged_on_the_plan_the_target_reports(tmp_path: Path) -> None:
+    """A plan one modulus too long (R-TOTAL-4, the plan tests' finding) with the rows right on
+    it: the row tests judge the rows on that plan, so sharding, rows and position ids pass
+    instead of being blocked by the plan. The same plan with reversed rows fails R-ROW-1 there:
+    judging on the target's plan finds row bugs still."""
+    tests = [f"conformance/test_differential.py::{name}" for name in ROW_TESTS]
+    plan_test = "conformance/test_differential.py::test_plan_alignment_matches_reference"
+    right = run_suite("fake_targets:PadsOneBlockMoreTarget", tmp_path / "right", plan_test,
+                      *tests)
+    assert set(_statuses(right, ROW_TESTS).values()) == {"pass"}, _statuses(right, ROW_TESTS)
+    rules = right["rules"]
+    for rule in ("R-SHARD-1", "R-SHARD-2", "R-ROW-1", "R-ROW-2", "R-POS-2", "R-ROLL-1"):
+        assert rules[rule]["status"] == "pass", (rule, rules[rule])
+    assert any(rules[r]["status"] == "fail" for r in ("R-TOTAL-4", "R-META-3")), rules
+    wrong = run_suite("fake_targets:PadsMoreReversedTarget", tmp_path / "wrong", *tests)
+    assert set(_statuses(wrong, ROW_TESTS).values()) == {"fail"}, _statuses(wrong, ROW_TESTS)
+    assert wrong["rules"]["R-ROW-1"]["status"] == "fail", wrong["rules"]["R-ROW-1"]
+
+
+def test_a_wrong_slot_of_another_rule_blocks_no_row_test(tmp_path: Path) -> None:
+    """The padding segment's position ids wrong (R-TAIL-2): the tail-segment test fails on it,
+    and the row tests, which do not cite R-TAIL-2, still judge sharding and rows."""
+    report = run_suite("fake_targets:SegmentIdsZeroTarget", tmp_path,
+                       *(f"conformance/test_differential.py::{name}"
+                         for name in (*ROW_TESTS, "test_tail_segment_matches_reference")))
+    assert set(_statuses(report, ROW_TESTS).values()) == {"pass"}, _statuses(report, ROW_TESTS)
+    rules = report["rules"]
+    assert rules["R-TAIL-2"]["status"] == "fail", rules["R-TAIL-2"]
+    for rule in ("R-SHARD-1", "R-SHARD-2", "R-ROW-1", "R-POS-2"):
+        assert rules[rule]["status"] == "pass", (rule, rules[rule])

@@ -127,6 +127,21 @@ def test_contract_judges_position_ids_where_given(tmp_path: Path) -> None:
         assert report["rules"][rule]["status"] == "fail", (rule, report["rules"][rule])
 
 
+def test_contract_judges_optional_meta_where_given(tmp_path: Path) -> None:
+    """cu_seqlens and max_seqlen at cp = 1 only, wrong there: R-CONSUMER-8 and -9 fail on those
+    draws (a draw without the fields is not judged, and does not skip the whole test); a
+    target that never gives them has both declined, naming the field."""
+    tests = ("conformance/test_contract.py::test_contract_real_cu_seqlens",
+             "conformance/test_contract.py::test_contract_max_seqlen")
+    report = run_suite("fake_targets:PaddedCuSeqlensAtCp1Target", tmp_path / "cp1", *tests)
+    for rule in ("R-CONSUMER-8", "R-CONSUMER-9"):
+        assert report["rules"][rule]["status"] == "fail", (rule, report["rules"][rule])
+    report = run_suite("fake_targets:NoCuSeqlensTarget", tmp_path / "none", *tests)
+    for rule, field in (("R-CONSUMER-8", "cu_seqlens"), ("R-CONSUMER-9", "max_seqlen")):
+        row = report["rules"][rule]
+        assert row["status"] == "declined" and row["declined"] == [field], (rule, row)
+
+
 def test_no_position_ids_are_declined(tmp_path: Path) -> None:
     """A target that never gives position ids: the rules only position ids decide are reported
     declined ("returns no position ids"), never passed; its rows are still judged."""
