@@ -31,6 +31,7 @@ from conformance.under_test import (
     require,
     set_cited,
     set_target,
+    side_violations,
     target,
     target_spec,
 )
@@ -141,13 +142,19 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report.clean_skip(rep)
     rules = _item_rules(item)
     missing = outputs_declined() if rep.when == "call" else []
+    side = side_violations() if rep.when == "call" else []
     if item.get_closest_marker("meta") is not None and not rules:
         return rep
     if rep.when == "call" or (rep.when == "setup" and not rep.passed):
         entry = report.entry(item.nodeid, rules, rep, call, _target_files())
         for output, why in missing:  # never given: its rules are declined, not passed
             report.decline(entry, OPTIONAL_OUTPUTS[output], output, why)
+        report.add_side(entry, side)
         rep.user_properties.append(report.to_property(entry))
+    if side and rep.passed:  # the run fails on them too, not only the report
+        rep.outcome = "failed"
+        rep.longrepr = "\n".join(f"{', '.join(s['rules'])} (not this test's rules) on "
+                                  f"{s['input']}: {s['message']}" for s in side)
     return rep
 
 

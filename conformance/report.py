@@ -96,6 +96,17 @@ def decline(out: dict[str, Any], rules: frozenset[str], cap: str, reason: str) -
             out["status"] = "declined"  # it judged none of its rules
 
 
+def add_side(out: dict[str, Any], side: list[dict[str, Any]]) -> None:
+    """Failures of rules the test does not cite, met while it judged its own
+    (`under_test.note_violation`): charged to those rules with their input; the test's own
+    rules keep the verdict its search gave them."""
+    if not side:
+        return
+    out["side_failures"] = side
+    if out["status"] == "pass":
+        out.update(status="fail", passed_rules=out["rules"], rules=[])
+
+
 def clean_skip(rep: Any) -> None:
     """A skip raised inside a hypothesis explicit example carries hypothesis' "Failing explicit
     example: ..." note in its reason; the example is not a failure, so the note is dropped from
@@ -207,6 +218,14 @@ def fold(entries: list[dict[str, Any]], spec_rules: dict[str, str],
                 row["skips"].append({"test": e["test"], "reason": e.get("reason", "")})
             elif e["status"] == "declined":
                 row["declined"] = sorted(set(row["declined"]) | set(e["declined"]))
+        for rule in e.get("passed_rules", []):
+            matrix.setdefault(rule, _row("(not in spec)"))["tests"][e["test"]] = "pass"
+        for side in e.get("side_failures", []):
+            for rule in side["rules"]:
+                row = matrix.setdefault(rule, _row("(not in spec)"))
+                row["tests"][e["test"]] = "fail"
+                row["failures"].append({"test": e["test"], "message": side["message"],
+                                        "counterexamples": [side["input"]]})
         for rule in e.get("declined_rules", []):
             row = matrix.setdefault(rule, _row("(not in spec)"))
             row["tests"][e["test"]] = "declined"
@@ -263,14 +282,18 @@ def findings(entries: list[dict[str, Any]], status: str) -> list[dict[str, Any]]
     rules it blocks (target-error), its tests and the first message; smallest input first."""
     out: dict[str, dict[str, Any]] = {}
     for e in entries:
-        if e["status"] != status:
+        found = [(failing_input(e), e["rules"] if status == "fail" else
+                  e.get("blocked_rules", []), e.get("message") or "")]
+        if status == "fail":  # the failures met on the way are findings of their own
+            found = [f for f in found if f[1] and e["status"] == "fail"]
+            found += [(s["input"], s["rules"], s["message"]) for s in e.get("side_failures", [])]
+        elif e["status"] != status:
             continue
-        key = failing_input(e)
-        item = out.setdefault(key, {"input": key, "rules": [], "tests": [],
-                                    "message": (e.get("message") or "").splitlines()[0:1]})
-        rules = e["rules"] if status == "fail" else e.get("blocked_rules", [])
-        item["rules"] = sorted(set(item["rules"]) | set(rules))
-        item["tests"].append(e["test"])
+        for key, rules, message in found:
+            item = out.setdefault(key, {"input": key, "rules": [], "tests": [],
+                                        "message": message.splitlines()[0:1]})
+            item["rules"] = sorted(set(item["rules"]) | set(rules))
+            item["tests"].append(e["test"])
     for item in out.values():
         item["message"] = item["message"][0] if item["message"] else ""
     return sorted(out.values(), key=lambda f: (len(f["input"]), f["input"]))

@@ -49,6 +49,7 @@ from .under_test import (
     caps,
     cited,
     needs,
+    note_violation,
     prop_settings,
     target,
     within_rows,
@@ -175,20 +176,21 @@ def _check_pack(case: PackCase) -> None:
 
 
 def _check_layout(case: PackCase) -> None:
-    """Rows and position ids, only the slots of the rules the test cites, on the plan the target
-    reports where it differs from the spec's (the plan tests judge the plan) and its rows are
-    not the spec's: a wrong plan or a wrong slot of another rule (a padding segment's position
-    ids, R-TAIL-2) hides no rule of this test. A plan the row map cannot lay out is a failure
-    of its rules."""
+    """Rows and position ids, judged on the slots of the rules the test cites; a failure of
+    another rule met on the way (a wrong plan, a padding segment's position ids, R-TAIL-2) is
+    reported without ending the search (`under_test.note_violation`). Where the plan differs
+    from the spec's and the rows are not the spec's, they are judged on the plan the target
+    reports; a plan the row map cannot lay out fails as a plan."""
     assume_declared(case)
     seqs = case.batch.arrays()
     got, want = run_target(case, seqs), run_reference(case, seqs)
     try:
         check_meta(got, want, case.config)
-    except RuleViolation:
+    except RuleViolation as wrong_plan:
         own = run_reference_on_its_plan(case, seqs, got)
         if own is None:
             raise
+        note_violation(wrong_plan, f"case={case!r}")
         try:  # the spec's rows: only the plan the target reports is wrong
             _check_slots(case, got, want)
             return
@@ -200,6 +202,11 @@ def _check_layout(case: PackCase) -> None:
 def _check_slots(case: PackCase, got: list[Any], want: list[Any]) -> None:
     check_rows(case, got, want, cited())
     check_positions(case, got, want, cited())
+    try:  # every other slot too, reported apart
+        check_rows(case, got, want)
+        check_positions(case, got, want)
+    except RuleViolation as other:
+        note_violation(other, f"case={case!r}")
 
 
 @pytest.mark.rules("R-IN-1", "R-ALIGN-4", "R-ROW-1", "R-ROW-2", "R-POS-1", "R-POS-2",

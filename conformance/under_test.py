@@ -37,7 +37,8 @@ class TargetError(Exception):
     allow: no rule is decided, the report lists it apart with its traceback."""
 
 
-_STATE: dict[str, Any] = {"target": None, "spec": None, "met": {}, "cited": frozenset()}
+_STATE: dict[str, Any] = {"target": None, "spec": None, "met": {}, "cited": frozenset(),
+                          "side": {}}
 
 
 def set_target(obj: Any, spec: str) -> None:
@@ -56,12 +57,28 @@ def target_spec() -> str:
 
 
 def set_cited(rules: list[str]) -> None:
-    _STATE["cited"] = frozenset(rules)
+    """A test starts: the rules it cites, and no failure met on its way yet."""
+    _STATE["cited"], _STATE["side"] = frozenset(rules), {}
 
 
 def cited() -> frozenset[str]:
     """The rules the running test cites (its `@pytest.mark.rules`, set by conftest.py)."""
     return frozenset(_STATE["cited"])
+
+
+def note_violation(violation: RuleViolation, given: str) -> None:
+    """A failure of rules the running test does not cite, met on input `given` while it judges
+    its own: recorded, not raised, so the test's search goes on; conftest.py reports it (the
+    shortest input per set of rules) and fails the test."""
+    key = tuple(sorted(violation.rules))
+    old = _STATE["side"].get(key)
+    if old is None or len(given) < len(old["input"]):
+        _STATE["side"][key] = {"rules": list(key), "message": str(violation), "input": given}
+
+
+def side_violations() -> list[dict[str, Any]]:
+    """The failures `note_violation` recorded since the running test started."""
+    return list(_STATE["side"].values())
 
 
 def as_tuple(result: Any, what: str = "pack()") -> tuple[Any, Any, Any]:

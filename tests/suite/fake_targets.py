@@ -516,3 +516,22 @@ class NoCuSeqlensTarget(PaddedCuSeqlensAtCp1Target):
     name = "no-cu-seqlens"
     description = "tests/suite: the reference without cu_seqlens and max_seqlen"
     at_cp1 = False
+
+
+class PaddingOffByOneTarget(ReferenceTarget):
+    """Every padding row holds pad_value + 1 (not pad_value for bool; R-ROW-2); all else the
+    spec's."""
+
+    name = "padding-off-by-one"
+    description = "tests/suite: padding rows pad_value + 1"
+    declared = Declared(features=CORE, validated_elsewhere=ELSEWHERE)
+
+    def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,
+             pad_value: Any = 0) -> Packed:
+        got = super().pack(seqs, config, cp_rank, need_roll=need_roll, pad_value=pad_value)
+        plan = plan_from_meta(got.meta)
+        rmap = reference.row_map(plan, reference.PackConfig(**config), cp_rank)
+        rows = np.asarray(got.rows).copy()
+        pad = [k for k, src in enumerate(rmap) if not src.real]
+        rows[pad] = ~rows[pad] if rows.dtype == np.bool_ else rows[pad] + 1
+        return Packed(rows, got.position_ids, got.meta)

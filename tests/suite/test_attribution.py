@@ -80,38 +80,68 @@ ROW_TESTS = ("test_pack_matches_reference", "test_single_rank_matches_reference"
              "test_zigzag_matches_reference", "test_need_roll_matches_reference")
 
 
-def _statuses(report: dict, names: tuple[str, ...]) -> dict[str, str]:
-    return {t["test"].split("::")[-1]: t["status"] for t in report["tests"]
-            if t["test"].split("::")[-1] in names}
+def _row_tests(report: dict) -> dict[str, dict]:
+    return {t["test"].split("::")[-1]: t for t in report["tests"]
+            if t["test"].split("::")[-1] in ROW_TESTS}
+
+
+def _only_side_failures(report: dict, rules: set[str]) -> None:
+    """Every row test ran to its end: its own rules passed, and it failed only on `rules`,
+    which it does not cite, met on its way."""
+    tests = _row_tests(report)
+    assert set(tests) == set(ROW_TESTS), tests
+    for name, test in tests.items():
+        assert test["status"] == "fail" and not test["rules"], (name, test)
+        assert test["passed_rules"], (name, test)
+        met = {rule for side in test["side_failures"] for rule in side["rules"]}
+        assert met and met <= rules, (name, test["side_failures"])
 
 
 def test_rows_are_judged_on_the_plan_the_target_reports(tmp_path: Path) -> None:
-    """A plan one modulus too long (R-TOTAL-4, the plan tests' finding) with the rows right on
-    it: the row tests judge the rows on that plan, so sharding, rows and position ids pass
-    instead of being blocked by the plan. The same plan with reversed rows fails R-ROW-1 there:
-    judging on the target's plan finds row bugs still."""
+    """A plan one modulus too long (R-TOTAL-4) with the rows right on it: the row tests judge
+    the rows on that plan, so sharding, rows and position ids pass instead of being blocked by
+    the plan, and the plan's failure is reported beside them. The same plan with reversed rows
+    fails R-ROW-1 there: judging on the target's plan still finds row bugs."""
     tests = [f"conformance/test_differential.py::{name}" for name in ROW_TESTS]
-    plan_test = "conformance/test_differential.py::test_plan_alignment_matches_reference"
-    right = run_suite("fake_targets:PadsOneBlockMoreTarget", tmp_path / "right", plan_test,
-                      *tests)
-    assert set(_statuses(right, ROW_TESTS).values()) == {"pass"}, _statuses(right, ROW_TESTS)
+    right = run_suite("fake_targets:PadsOneBlockMoreTarget", tmp_path / "right", *tests)
+    _only_side_failures(right, {"R-TOTAL-4", "R-TOTAL-5", "R-META-3", "R-META-5"})
     rules = right["rules"]
     for rule in ("R-SHARD-1", "R-SHARD-2", "R-ROW-1", "R-ROW-2", "R-POS-2", "R-ROLL-1"):
         assert rules[rule]["status"] == "pass", (rule, rules[rule])
-    assert any(rules[r]["status"] == "fail" for r in ("R-TOTAL-4", "R-META-3")), rules
+    assert rules["R-TOTAL-4"]["status"] == "fail", rules["R-TOTAL-4"]
+    assert any("R-TOTAL-4" in f["rules"] for f in right["findings"]), right["findings"]
     wrong = run_suite("fake_targets:PadsMoreReversedTarget", tmp_path / "wrong", *tests)
-    assert set(_statuses(wrong, ROW_TESTS).values()) == {"fail"}, _statuses(wrong, ROW_TESTS)
+    assert {t["status"] for t in _row_tests(wrong).values()} == {"fail"}, _row_tests(wrong)
     assert wrong["rules"]["R-ROW-1"]["status"] == "fail", wrong["rules"]["R-ROW-1"]
 
 
 def test_a_wrong_slot_of_another_rule_blocks_no_row_test(tmp_path: Path) -> None:
-    """The padding segment's position ids wrong (R-TAIL-2): the tail-segment test fails on it,
-    and the row tests, which do not cite R-TAIL-2, still judge sharding and rows."""
+    """The padding segment's position ids wrong (R-TAIL-2): the tail-segment test fails on it;
+    the combined row test, which does not cite R-TAIL-2, judges its own rules to the end and
+    reports R-TAIL-2 failed on its way (before, R-TAIL-2 blocked them)."""
     report = run_suite("fake_targets:SegmentIdsZeroTarget", tmp_path,
                        *(f"conformance/test_differential.py::{name}"
-                         for name in (*ROW_TESTS, "test_tail_segment_matches_reference")))
-    assert set(_statuses(report, ROW_TESTS).values()) == {"pass"}, _statuses(report, ROW_TESTS)
+                         for name in (*ROW_TESTS, "test_tail_segment_matches_reference")),
+                       profile="ci")
     rules = report["rules"]
     assert rules["R-TAIL-2"]["status"] == "fail", rules["R-TAIL-2"]
-    for rule in ("R-SHARD-1", "R-SHARD-2", "R-ROW-1", "R-POS-2"):
+    for rule in ("R-IN-1", "R-ALIGN-4", "R-ROW-1", "R-ROW-2", "R-POS-1", "R-POS-2", "R-POS-3",
+                 "R-SHARD-1", "R-SHARD-2"):
         assert rules[rule]["status"] == "pass", (rule, rules[rule])
+    pack = _row_tests(report)["test_pack_matches_reference"]
+    assert not pack["rules"] and len(pack["passed_rules"]) == 7, pack
+    assert [s["rules"] for s in pack["side_failures"]] == [["R-TAIL-2"]], pack
+
+
+def test_a_failure_met_on_the_way_is_reported_and_fails_the_run(tmp_path: Path) -> None:
+    """Padding rows one off pad_value (R-ROW-2), judged by a test that cites only sharding,
+    real rows and position ids: the zigzag test judges its own rules to the end (R-SHARD-2
+    passes), reports R-ROW-2 failed with its input, and pytest fails it."""
+    report = run_suite("fake_targets:PaddingOffByOneTarget", tmp_path,
+                       "conformance/test_differential.py::test_zigzag_matches_reference")
+    rules = report["rules"]
+    assert rules["R-SHARD-2"]["status"] == "pass", rules["R-SHARD-2"]
+    assert rules["R-ROW-2"]["status"] == "fail", rules["R-ROW-2"]
+    assert rules["R-ROW-2"]["failures"][0]["counterexamples"][0].startswith("case=PackCase(")
+    assert [f["rules"] for f in report["findings"]] == [["R-ROW-2"]], report["findings"]
+    assert "1 failed" in report["_stdout"], report["_stdout"][-2000:]

@@ -18,10 +18,11 @@ ROOT = Path(__file__).resolve().parents[2]
 NONE = frozenset({"need_roll", "pad_value"})
 
 
-def run_suite(target: str, report_dir: Path, *paths: str) -> dict:
-    """Run the conformance suite (dev profile) on `target`; the JSON report it wrote."""
+def run_suite(target: str, report_dir: Path, *paths: str, profile: str = "dev") -> dict:
+    """Run the conformance suite (dev profile, or `profile`: ci is derandomized) on `target`;
+    the JSON report it wrote."""
     cmd = [sys.executable, "-m", "pytest", *(paths or ("conformance",)), "--target", target,
-           "--hypothesis-profile=dev", "--report-dir", str(report_dir), "-q",
+           f"--hypothesis-profile={profile}", "--report-dir", str(report_dir), "-q",
            "-p", "no:cacheprovider"]
     # fake_targets is imported from this folder (a site-packages `tests` package shadows ours).
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
@@ -133,7 +134,8 @@ def test_contract_judges_optional_meta_where_given(tmp_path: Path) -> None:
     target that never gives them has both declined, naming the field."""
     tests = ("conformance/test_contract.py::test_contract_real_cu_seqlens",
              "conformance/test_contract.py::test_contract_max_seqlen")
-    report = run_suite("fake_targets:PaddedCuSeqlensAtCp1Target", tmp_path / "cp1", *tests)
+    report = run_suite("fake_targets:PaddedCuSeqlensAtCp1Target", tmp_path / "cp1", *tests,
+                       profile="ci")
     for rule in ("R-CONSUMER-8", "R-CONSUMER-9"):
         assert report["rules"][rule]["status"] == "fail", (rule, report["rules"][rule])
     report = run_suite("fake_targets:NoCuSeqlensTarget", tmp_path / "none", *tests)
