@@ -279,21 +279,28 @@ def failing_input(entry: dict[str, Any]) -> str:
 
 def findings(entries: list[dict[str, Any]], status: str) -> list[dict[str, Any]]:
     """Each distinct failing input once, with every rule its tests charge it to (fail) or the
-    rules it blocks (target-error), its tests and the first message; smallest input first."""
+    rules it blocks (target-error), its tests and the first message; smallest input first. A
+    failure a test met on its way (not shrunk) joins the smallest finding that breaks its
+    rules, if any."""
     out: dict[str, dict[str, Any]] = {}
+
+    def add(key: str, rules: list[str], message: str, test: str) -> None:
+        item = out.setdefault(key, {"input": key, "rules": [], "tests": [],
+                                    "message": message.splitlines()[0:1]})
+        item["rules"] = sorted(set(item["rules"]) | set(rules))
+        item["tests"].append(test)
+
+    met: list[tuple[dict[str, Any], str]] = []
     for e in entries:
-        found = [(failing_input(e), e["rules"] if status == "fail" else
-                  e.get("blocked_rules", []), e.get("message") or "")]
-        if status == "fail":  # the failures met on the way are findings of their own
-            found = [f for f in found if f[1] and e["status"] == "fail"]
-            found += [(s["input"], s["rules"], s["message"]) for s in e.get("side_failures", [])]
-        elif e["status"] != status:
-            continue
-        for key, rules, message in found:
-            item = out.setdefault(key, {"input": key, "rules": [], "tests": [],
-                                        "message": message.splitlines()[0:1]})
-            item["rules"] = sorted(set(item["rules"]) | set(rules))
-            item["tests"].append(e["test"])
+        if status == "fail":
+            met += [(side, e["test"]) for side in e.get("side_failures", [])]
+        if e["status"] == status and (e["rules"] or status != "fail"):
+            add(failing_input(e), e["rules"] if status == "fail" else
+                e.get("blocked_rules", []), e.get("message") or "", e["test"])
+    for side, test in sorted(met, key=lambda m: len(m[0]["input"])):
+        shown = sorted((key for key, item in out.items()
+                        if set(side["rules"]) <= set(item["rules"])), key=len)
+        add(shown[0] if shown else side["input"], side["rules"], side["message"], test)
     for item in out.values():
         item["message"] = item["message"][0] if item["message"] else ""
     return sorted(out.values(), key=lambda f: (len(f["input"]), f["input"]))

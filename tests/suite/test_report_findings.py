@@ -69,3 +69,26 @@ def test_declined_rules_of_a_test_never_hide_its_failure() -> None:
     assert matrix["R-POS-1"]["declined"] == ["position_ids"]
     assert report.declined_reasons([failed, passed]) == \
         {"position_ids": "target 'x': returns no position ids"}
+
+
+def test_a_failure_met_on_the_way_joins_the_finding_of_its_rules() -> None:
+    """A failure a test met on its way (not shrunk) is charged to its rules while the test's
+    own rules pass; it joins the smallest finding that breaks its rules, and stands alone,
+    with its input, where none does."""
+    row_test = entry("test_rows", "pass", ["R-ROW-1", "R-SHARD-2"], None)
+    report.add_side(row_test, [
+        {"rules": ["R-TOTAL-4"], "message": "total 8, spec 4 [R-TOTAL-4]",
+         "input": "case=PackCase(config={'cp_size': 2}, lengths=(4, 900, 3))"},
+        {"rules": ["R-ROW-2"], "message": "padding 1, spec 0 [R-ROW-2]",
+         "input": "case=PackCase(config={'cp_size': 4}, lengths=(9,))"}])
+    assert row_test["status"] == "fail" and row_test["rules"] == []
+    found = report.findings([*ENTRIES, row_test], "fail")
+    shared = next(f for f in found if f["input"].startswith("case=PackCase(config={'cp_size': 2}"))
+    assert "R-TOTAL-4" in shared["rules"] and shared["tests"][-1].endswith("::test_rows")
+    alone = [f for f in found if f["rules"] == ["R-ROW-2"]]
+    assert [f["input"] for f in alone] == ["case=PackCase(config={'cp_size': 4}, lengths=(9,))"]
+    matrix = report.fold([row_test], {"R-ROW-1": "", "R-SHARD-2": "", "R-TOTAL-4": "",
+                                      "R-ROW-2": ""})
+    assert {r: row["status"] for r, row in matrix.items()} == \
+        {"R-ROW-1": "pass", "R-SHARD-2": "pass", "R-TOTAL-4": "fail", "R-ROW-2": "fail"}
+    assert len(found) == 4, found
