@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
-from conformance import plugin, report
+from conformance import outcomes, plugin, report
 from conformance.protocol import ALL_EMPTY, describe, zero_length_of
 from conformance.rules import spec_version, suite_rules
 from conformance.targets import TargetLoadError, load_target
@@ -139,18 +139,18 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     rep = yield
     if not _in_suite(item):
         return rep
-    report.clean_skip(rep)
+    outcomes.clean_skip(rep)
     rules = _item_rules(item)
     missing = outputs_declined() if rep.when == "call" else []
     side = side_violations() if rep.when == "call" else []
     if item.get_closest_marker("meta") is not None and not rules:
         return rep
     if rep.when == "call" or (rep.when == "setup" and not rep.passed):
-        entry = report.entry(item.nodeid, rules, rep, call, _target_files())
+        entry = outcomes.entry(item.nodeid, rules, rep, call, _target_files())
         for output, why in missing:  # never given: its rules are declined, not passed
-            report.decline(entry, OPTIONAL_OUTPUTS[output], output, why)
-        report.add_side(entry, side)
-        rep.user_properties.append(report.to_property(entry))
+            outcomes.decline(entry, OPTIONAL_OUTPUTS[output], output, why)
+        outcomes.add_side(entry, side)
+        rep.user_properties.append(outcomes.to_property(entry))
     if side and rep.passed:  # the run fails on them too, not only the report
         rep.outcome = "failed"
         rep.longrepr = "\n".join(f"{', '.join(s['rules'])} (not this test's rules) on "
@@ -164,7 +164,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def _entries(rep: pytest.TestReport) -> list[dict[str, Any]]:
-    return report.from_properties(list(rep.user_properties))
+    return outcomes.from_properties(list(rep.user_properties))
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conformance import report
+from conformance import outcomes, report
 
 CASE = "Falsifying example: {}(\n    case=PackCase(config={{'cp_size': 2}}, lengths=(4,)),\n)"
 
@@ -62,7 +62,7 @@ def test_declined_rules_of_a_test_never_hide_its_failure() -> None:
                    blocked_rules=["R-POS-1", "R-ROW-1"], blocked_by=["R-POS-2"])
     passed = entry("test_p", "pass", ["R-POS-1", "R-ROW-1"], None)
     for e in (failed, passed):
-        report.decline(e, rules, "position_ids", why)
+        outcomes.decline(e, rules, "position_ids", why)
     matrix = report.fold([failed, passed], {"R-POS-1": "", "R-POS-2": "", "R-ROW-1": ""})
     assert {r: row["status"] for r, row in matrix.items()} == \
         {"R-POS-1": "declined", "R-POS-2": "fail", "R-ROW-1": "pass"}, matrix
@@ -76,7 +76,7 @@ def test_a_failure_met_on_the_way_joins_the_finding_of_its_rules() -> None:
     own rules pass; it joins the smallest finding that breaks its rules, and stands alone,
     with its input, where none does."""
     row_test = entry("test_rows", "pass", ["R-ROW-1", "R-SHARD-2"], None)
-    report.add_side(row_test, [
+    outcomes.add_side(row_test, [
         {"rules": ["R-TOTAL-4"], "message": "total 8, spec 4 [R-TOTAL-4]",
          "input": "case=PackCase(config={'cp_size': 2}, lengths=(4, 900, 3))"},
         {"rules": ["R-ROW-2"], "message": "padding 1, spec 0 [R-ROW-2]",
