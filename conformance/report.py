@@ -105,8 +105,8 @@ def failing_input(entry: dict[str, Any]) -> str:
 def findings(entries: list[dict[str, Any]], status: str) -> list[dict[str, Any]]:
     """Each distinct failing input once, with every rule its tests charge it to (fail) or the
     rules it blocks (target-error), its tests and the first message; smallest input first. A
-    failure a test met on its way (not shrunk) joins the smallest finding that breaks its
-    rules, if any."""
+    failure a test met on its way (not shrunk) joins the finding that breaks its rules and
+    fewest others (the smallest input among those), if any."""
     out: dict[str, dict[str, Any]] = {}
 
     def add(key: str, rules: list[str], message: str, test: str) -> None:
@@ -124,7 +124,8 @@ def findings(entries: list[dict[str, Any]], status: str) -> list[dict[str, Any]]
                 e.get("blocked_rules", []), e.get("message") or "", e["test"])
     for side, test in sorted(met, key=lambda m: len(m[0]["input"])):
         shown = sorted((key for key, item in out.items()
-                        if set(side["rules"]) <= set(item["rules"])), key=len)
+                        if set(side["rules"]) <= set(item["rules"])),
+                       key=lambda key: (len(out[key]["rules"]), len(key)))
         add(shown[0] if shown else side["input"], side["rules"], side["message"], test)
     for item in out.values():
         item["message"] = item["message"][0] if item["message"] else ""
