@@ -98,17 +98,21 @@ def check_positions(case: PackCase, got: list[RankResult], want: list[RankResult
             raise RuleViolation(f"rank {rank}: position_ids {g.pos.dtype}{list(g.pos.shape)}, "
                                 f"spec int64{list(w.pos.shape)}", {"R-POS-1"})
         _, pos_spec = reference.specified_slots(w.meta, cfg, rank, case.need_roll)
+        differ = np.flatnonzero(np.asarray(pos_spec) & (g.pos != w.pos))
+        if not differ.size:
+            continue
+        rmap = reference.row_map(w.meta, cfg, rank)
         rule = np.asarray(["R-ROLL-1" if case.need_roll else
-                           "R-TAIL-2" if not src.real and src.seq >= num_seqs(w.meta) else
-                           "R-POS-2" for src in reference.row_map(w.meta, cfg, rank)], dtype=str)
-        judged = np.asarray(pos_spec) & in_scope(rule, scope)
-        bad = np.flatnonzero(judged & (g.pos != w.pos))
+                           "R-TAIL-2" if not rmap[k].real and rmap[k].seq >= num_seqs(w.meta)
+                           else "R-POS-2" for k in differ], dtype=str)
+        keep = in_scope(rule, scope)
+        bad, rule = differ[keep], rule[keep]
         if bad.size:
             k = int(bad[0])
             raise RuleViolation(
                 f"{describe_row(w.meta, case.config, rank, k)}: target position id "
                 f"{int(g.pos[k])}, spec {int(w.pos[k])} ({bad.size} ids differ on this rank)",
-                {str(rule[k])},
+                {str(rule[0])},
             )
 
 
