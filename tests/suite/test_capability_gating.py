@@ -45,7 +45,7 @@ def test_declined_features_never_fail(tmp_path: Path) -> None:
     """The reference declining bucket, fp8 and min_local_rows (its adapter raises
     NotImplementedError for them): no failure at all, and the rules whose only tests are about
     those features are reported "declined", naming them."""
-    report = run_suite("fake_targets:DecliningTarget", tmp_path,
+    report = run_suite("fake_declarations:DecliningTarget", tmp_path,
                        "conformance/test_differential.py", "conformance/test_invariants.py",
                        "conformance/test_spec_examples.py", "conformance/test_rejections.py")
     failed = [t for t in report["tests"] if t["status"] not in ("pass", "declined", "skip")]
@@ -61,7 +61,7 @@ def test_declined_features_never_fail(tmp_path: Path) -> None:
 def test_need_roll_type_check_can_be_declined(tmp_path: Path) -> None:
     """A packer that leaves need_roll's type to its callers declares it (validated_elsewhere
     "need_roll_type"): the rejection test is declined, not an R-ERR-1 failure."""
-    report = run_suite("fake_targets:LenientRollTarget", tmp_path,
+    report = run_suite("fake_declarations:LenientRollTarget", tmp_path,
                        "conformance/test_rejections.py")
     roll = [t for t in report["tests"] if "-need_roll=" in t["test"]]
     assert roll and {t["status"] for t in roll} == {"declined"}, roll
@@ -71,7 +71,7 @@ def test_need_roll_type_check_can_be_declined(tmp_path: Path) -> None:
 def test_no_position_ids_is_no_crash(tmp_path: Path) -> None:
     """A target whose ranks give no position ids (Packed(position_ids=None)): the position
     checks go unchecked where they are missing, never a target error or a suite error."""
-    report = run_suite("fake_targets:NoPositionsTarget", tmp_path,
+    report = run_suite("fake_declarations:NoPositionsTarget", tmp_path,
                        "conformance/test_contract.py::test_contract_positions",
                        "conformance/test_contract.py::test_contract_position_boundaries",
                        "conformance/test_invariants.py::test_every_token_exactly_once")
@@ -82,7 +82,7 @@ def test_no_position_ids_is_no_crash(tmp_path: Path) -> None:
 def test_position_ids_on_some_ranks_are_judged_there(tmp_path: Path) -> None:
     """A target with position ids at cp = 1 only (AReaL's case): the tests that also draw
     cp = 1 judge its position-id rules there (pass), only the CP-only test declines them."""
-    report = run_suite("fake_targets:NoPositionsTarget", tmp_path,
+    report = run_suite("fake_declarations:NoPositionsTarget", tmp_path,
                        "conformance/test_differential.py::test_pack_matches_reference",
                        "conformance/test_differential.py::test_zigzag_matches_reference")
     statuses = {t["test"].split("::")[-1]: t["status"] for t in report["tests"]}
@@ -99,8 +99,8 @@ def test_no_rule_of_a_declined_feature_passes(tmp_path: Path) -> None:
     """A target without FP8, labels beside the inputs or a padding segment: the tests that run
     for every target and cite those rules (the contract's degenerate cases, the minimal total)
     do not report them passed; they are declined, and the rules those tests judge pass."""
-    report = run_suite("fake_targets:DecliningTarget", tmp_path, "conformance/test_contract.py",
-                       "conformance/test_minimal_total.py")
+    report = run_suite("fake_declarations:DecliningTarget", tmp_path,
+                       "conformance/test_contract.py", "conformance/test_minimal_total.py")
     rules = report["rules"]
     for rule, cap in (("R-CONSUMER-5", "fp8"), ("R-CONSUMER-15", "labels_ignore"),
                       ("R-FP8-1", "fp8"), ("R-TOTAL-1", "fp8"), ("R-TAIL-1", "tail_segment")):
@@ -121,7 +121,7 @@ def test_contract_judges_position_ids_where_given(tmp_path: Path) -> None:
     """Position ids at cp = 1 only, wrong there: the contract tier judges the draws that have
     them and reports R-CONSUMER-10 and R-PID-2 failed (a draw without them is not judged, and
     does not decline the whole test)."""
-    report = run_suite("fake_targets:RunOnPositionsTarget", tmp_path,
+    report = run_suite("fake_declarations:RunOnPositionsTarget", tmp_path,
                        "conformance/test_contract.py::test_contract_positions",
                        "conformance/test_contract.py::test_contract_position_boundaries")
     for rule in ("R-CONSUMER-10", "R-PID-2"):
@@ -134,11 +134,11 @@ def test_contract_judges_optional_meta_where_given(tmp_path: Path) -> None:
     target that never gives them has both declined, naming the field."""
     tests = ("conformance/test_contract.py::test_contract_real_cu_seqlens",
              "conformance/test_contract.py::test_contract_max_seqlen")
-    report = run_suite("fake_targets:PaddedCuSeqlensAtCp1Target", tmp_path / "cp1", *tests,
+    report = run_suite("fake_declarations:PaddedCuSeqlensAtCp1Target", tmp_path / "cp1", *tests,
                        profile="ci")
     for rule in ("R-CONSUMER-8", "R-CONSUMER-9"):
         assert report["rules"][rule]["status"] == "fail", (rule, report["rules"][rule])
-    report = run_suite("fake_targets:NoCuSeqlensTarget", tmp_path / "none", *tests)
+    report = run_suite("fake_declarations:NoCuSeqlensTarget", tmp_path / "none", *tests)
     for rule, field in (("R-CONSUMER-8", "cu_seqlens"), ("R-CONSUMER-9", "max_seqlen")):
         row = report["rules"][rule]
         assert row["status"] == "declined" and row["declined"] == [field], (rule, row)
@@ -147,7 +147,7 @@ def test_contract_judges_optional_meta_where_given(tmp_path: Path) -> None:
 def test_no_position_ids_are_declined(tmp_path: Path) -> None:
     """A target that never gives position ids: the rules only position ids decide are reported
     declined ("returns no position ids"), never passed; its rows are still judged."""
-    report = run_suite("fake_targets:NoPositionIdsTarget", tmp_path,
+    report = run_suite("fake_declarations:NoPositionIdsTarget", tmp_path,
                        "conformance/test_differential.py::test_pack_matches_reference",
                        "conformance/test_contract.py::test_contract_positions",
                        "conformance/test_invariants.py::test_every_token_exactly_once")

@@ -19,7 +19,7 @@ def _not_passed(report: dict) -> list[dict]:
 def test_declined_base_features_and_convention(tmp_path: Path) -> None:
     """A target without tensor parallelism or zigzag, with tail='segment': no failure, and
     the NumPy sizes are judged on the cases it can take (not all declined)."""
-    report = run_suite("fake_targets:SegmentNoTpTarget", tmp_path, *HAND_WRITTEN)
+    report = run_suite("fake_declarations:SegmentNoTpTarget", tmp_path, *HAND_WRITTEN)
     assert not _not_passed(report), _not_passed(report)
     ran = [t for t in report["tests"] if "test_numpy_integer_sizes" in t["test"]
            and t["status"] == "pass"]
@@ -36,7 +36,7 @@ def test_pad_value_judged_on_the_targets_own_padding(tmp_path: Path) -> None:
 def test_packed_form_draws_no_empty_row_for_a_target_without_them(tmp_path: Path) -> None:
     """A target whose packed form lacks zero-length sequences is never sent a mask row without
     a True entry: its round trip passes, and the all-empty cases are declined."""
-    report = run_suite("fake_targets:PackedNoEmptyRowsTarget", tmp_path,
+    report = run_suite("fake_declarations:PackedNoEmptyRowsTarget", tmp_path,
                        "conformance/test_packed_seqs.py")
     assert not _not_passed(report), _not_passed(report)
     status = {t["test"].split("::")[-1]: t["status"] for t in report["tests"]}
@@ -47,7 +47,7 @@ def test_packed_form_draws_no_empty_row_for_a_target_without_them(tmp_path: Path
 def test_packed_form_sends_no_declined_feature(tmp_path: Path) -> None:
     """A packed form without tp and FP8 is sent neither, by a drawn, pinned or named case: the
     all-empty mask at tp 1 passes, the one at tp 2 with FP8 is declined."""
-    report = run_suite("fake_targets:PackedNoTensorParallelTarget", tmp_path,
+    report = run_suite("fake_declarations:PackedNoTensorParallelTarget", tmp_path,
                        "conformance/test_packed_seqs.py")
     assert not _not_passed(report), _not_passed(report)
     status = {t["test"].split("::")[-1]: t["status"] for t in report["tests"]}

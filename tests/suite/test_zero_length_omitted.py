@@ -22,14 +22,14 @@ def _statuses(report: dict) -> dict[str, str]:
 
 
 def test_an_omitting_packer_passes(tmp_path: Path) -> None:
-    report = run_suite("fake_targets:OmittingTarget", tmp_path, *TESTS)
+    report = run_suite("fake_declarations:OmittingTarget", tmp_path, *TESTS)
     statuses = _statuses(report)
     assert set(statuses.values()) == {"pass"}, statuses
     assert statuses["test_zero_length_sequences_match_reference"] == "pass"
 
 
 def test_keeping_empty_sequences_under_a_declared_omit_fails(tmp_path: Path) -> None:
-    report = run_suite("fake_targets:KeepsButDeclaresOmitTarget", tmp_path, *TESTS[:3])
+    report = run_suite("fake_declarations:KeepsButDeclaresOmitTarget", tmp_path, *TESTS[:3])
     statuses = _statuses(report)
     assert statuses["test_zero_length_sequences_match_reference"] == "fail", statuses
     assert report["rules"]["R-META-1"]["status"] == "fail", report["rules"]["R-META-1"]
@@ -45,7 +45,7 @@ def test_a_crash_on_only_empty_sequences_is_one_finding(tmp_path: Path) -> None:
     """An omitting packer that crashes on the batch of only empty sequences (as TRL's collator
     does) gets that crash reported once per named degenerate case, as a target error, and every
     other test of these tiers judges it on batches with a real token: no other failure."""
-    report = run_suite("fake_targets:OmitsAndCrashesOnAllEmptyTarget", tmp_path, *TIERS)
+    report = run_suite("fake_declarations:OmitsAndCrashesOnAllEmptyTarget", tmp_path, *TIERS)
     bad = {t["test"].split("::")[-1]: t["status"] for t in report["tests"]
            if t["status"] not in ("pass", "declined", "skip")}
     assert bad == {"test_contract_degenerate[all-empty]": "target-error",
@@ -59,7 +59,7 @@ def test_no_segment_for_only_empty_sequences_passes(tmp_path: Path) -> None:
     """An omitting packer owes a batch of only empty sequences no segment (K >= B' = 0,
     R-CONSUMER-14): an empty pack, no row and `cu_seqlens_padded = [0]`, passes every contract
     check of the named degenerate cases."""
-    report = run_suite("fake_targets:OmitsToNothingTarget", tmp_path,
+    report = run_suite("fake_declarations:OmitsToNothingTarget", tmp_path,
                        "conformance/test_contract.py::test_contract_degenerate")
     statuses = _statuses(report)
     assert statuses["test_contract_degenerate[all-empty]"] == "pass", statuses
@@ -72,10 +72,10 @@ def test_refusing_only_empty_sequences_by_name_passes(tmp_path: Path) -> None:
     (R-META-8, R-ERR-7): a ValueError naming the batch passes the named degenerate cases; one
     that does not name it is still the rejection of a valid input (R-IN-1..3)."""
     degenerate = "conformance/test_contract.py::test_contract_degenerate"
-    named = _statuses(run_suite("fake_targets:OmitsAndRefusesAllEmptyTarget",
+    named = _statuses(run_suite("fake_declarations:OmitsAndRefusesAllEmptyTarget",
                                 tmp_path / "named", degenerate))
     assert set(named.values()) == {"pass"}, named
-    unnamed = run_suite("fake_targets:OmitsAndRefusesAllEmptyUnnamedTarget",
+    unnamed = run_suite("fake_declarations:OmitsAndRefusesAllEmptyUnnamedTarget",
                         tmp_path / "unnamed", degenerate)
     statuses = _statuses(unnamed)
     assert statuses["test_contract_degenerate[all-empty]"] == "fail", statuses
