@@ -68,8 +68,10 @@ def run_reference_on_its_plan(case: PackCase, seqs: list[np.ndarray],
             or (cp > 1 and cfg.cp_layout == "zigzag" and np.any(padded % (2 * cp)))):
         return None
     full = np.concatenate([lengths, np.zeros(padded.size - b, dtype=np.int64)])
-    plan = reference.Plan(full, padded, np.concatenate([[0], np.cumsum(full)]), cu,
-                          int(padded.max()), int(cu[-1]), int(cu[-1]) // cp, b)
+    plan = reference.Plan(seqlens=full, seqlens_padded=padded,
+                          cu_seqlens=np.concatenate([[0], np.cumsum(full)]),
+                          cu_seqlens_padded=cu, max_seqlen=int(padded.max()),
+                          total=int(cu[-1]), local_rows=int(cu[-1]) // cp, num_seqs=b)
     return [RankResult(*lay_out(segs, plan, cfg, rank, need_roll=case.need_roll,
                                 pad_value=case.pad_value), plan) for rank in range(cp)]
 

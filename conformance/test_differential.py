@@ -190,7 +190,7 @@ def _check_layout(case: PackCase) -> None:
         own = run_reference_on_its_plan(case, seqs, got)
         if own is None:
             raise
-        note_violation(wrong_plan, f"case={case!r}")
+        note_violation(wrong_plan, case)
         try:  # the spec's rows: only the plan the target reports is wrong
             check_rows(case, got, want)
             check_positions(case, got, want)
@@ -209,7 +209,7 @@ def _check_slots(case: PackCase, got: list[Any], want: list[Any]) -> None:
     except RuleViolation as wrong:
         check_rows(case, got, want, cited())
         check_positions(case, got, want, cited())
-        note_violation(wrong, f"case={case!r}")
+        note_violation(wrong, case)
 
 
 @pytest.mark.rules("R-IN-1", "R-ALIGN-4", "R-ROW-1", "R-ROW-2", "R-POS-1", "R-POS-2",

@@ -66,10 +66,11 @@ def cited() -> frozenset[str]:
     return frozenset(_STATE["cited"])
 
 
-def note_violation(violation: RuleViolation, given: str) -> None:
-    """A failure of rules the running test does not cite, met on input `given` while it judges
-    its own: recorded, not raised, so the test's search goes on; conftest.py reports it (the
-    shortest input per set of rules) and fails the test."""
+def note_violation(violation: RuleViolation, case: PackCase) -> None:
+    """A failure of rules the running test does not cite, met on `case` while it judges its
+    own: recorded, not raised, so the test's search goes on; conftest.py reports it (the
+    shortest input per set of rules, written as hypothesis writes it) and fails the test."""
+    given = f"case={case!r}"
     key = tuple(sorted(violation.rules))
     old = _STATE["side"].get(key)
     if old is None or len(given) < len(old["input"]):

@@ -19,6 +19,20 @@ CORE = frozenset({"need_roll", "pad_value"})
 ELSEWHERE = frozenset(VALIDATION)
 
 
+def _sources(meta: Any, config: dict[str, Any], cp_rank: int) -> list[Any]:
+    """The row map of the plan a pack's `meta` describes."""
+    return reference.row_map(plan_from_meta(meta), reference.PackConfig(**config), cp_rank)
+
+
+def _segment_ids_zeroed(packed: Packed, config: dict[str, Any], cp_rank: int,
+                        num_seqs: int) -> np.ndarray:
+    """The pack's position ids with every row of a padding segment (segment >= B) at 0."""
+    pos = np.asarray(packed.position_ids).copy()
+    pos[[k for k, src in enumerate(_sources(packed.meta, config, cp_rank))
+         if src.seq >= num_seqs]] = 0
+    return pos
+
+
 class TrailingSegmentTarget(ReferenceTarget):
     """The reference's rows, but the metadata of another convention: the total-level padding
     as its own trailing segment (B + 1 entries in seqlens_padded and cu_seqlens_padded)."""
@@ -78,14 +92,10 @@ class ConventionBugsTarget(ReferenceTarget):
              pad_value: Any = 0) -> Packed:
         wrong = self._wrong(config)
         got = super().pack(seqs, wrong, cp_rank, need_roll=need_roll, pad_value=pad_value)
-        rows, pos, meta = got.rows, got.position_ids, got.meta
+        pos = got.position_ids
         if config.get("tail") == "segment" and pos is not None:
-            plan = reference.plan_thd([int(n) for n in meta["seqlens"][:len(seqs)]],
-                                      reference.PackConfig(**wrong))
-            rmap = reference.row_map(plan, reference.PackConfig(**wrong), cp_rank)
-            pos = pos.copy()
-            pos[[k for k, src in enumerate(rmap) if src.seq >= len(seqs)]] = 0
-        return Packed(rows, pos, meta)
+            pos = _segment_ids_zeroed(got, wrong, cp_rank, len(seqs))
+        return Packed(got.rows, pos, got.meta)
 
     def plan(self, seqlens: Any, config: dict[str, Any]) -> dict[str, Any]:
         return plain_meta(reference.plan_thd(seqlens, reference.PackConfig(**self._wrong(config))))
@@ -216,8 +226,7 @@ class LastTokenLossMaskTarget(ReferenceTarget):
 
     def loss_mask(self, meta: dict[str, Any], config: dict[str, Any], cp_rank: int
                   ) -> np.ndarray:
-        rows = reference.row_map(plan_from_meta(meta), reference.PackConfig(**config), cp_rank)
-        return np.array([s.real for s in rows], dtype=bool)
+        return np.array([s.real for s in _sources(meta, config, cp_rank)], dtype=bool)
 
 
 class PadsOneBlockMoreTarget(ReferenceTarget):
@@ -259,11 +268,7 @@ class SegmentIdsZeroTarget(ReferenceTarget):
              pad_value: Any = 0) -> Packed:
         config = {**config, "tail": "segment"}
         got = super().pack(seqs, config, cp_rank, need_roll=need_roll, pad_value=pad_value)
-        rmap = reference.row_map(plan_from_meta(got.meta), reference.PackConfig(**config),
-                                 cp_rank)
-        pos = np.asarray(got.position_ids).copy()
-        pos[[k for k, src in enumerate(rmap) if src.seq >= len(seqs)]] = 0
-        return Packed(got.rows, pos, got.meta)
+        return Packed(got.rows, _segment_ids_zeroed(got, config, cp_rank, len(seqs)), got.meta)
 
 
 class PaddingOffByOneTarget(ReferenceTarget):
@@ -277,9 +282,7 @@ class PaddingOffByOneTarget(ReferenceTarget):
     def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,
              pad_value: Any = 0) -> Packed:
         got = super().pack(seqs, config, cp_rank, need_roll=need_roll, pad_value=pad_value)
-        plan = plan_from_meta(got.meta)
-        rmap = reference.row_map(plan, reference.PackConfig(**config), cp_rank)
         rows = np.asarray(got.rows).copy()
-        pad = [k for k, src in enumerate(rmap) if not src.real]
+        pad = [k for k, src in enumerate(_sources(got.meta, config, cp_rank)) if not src.real]
         rows[pad] = ~rows[pad] if rows.dtype == np.bool_ else rows[pad] + 1
         return Packed(rows, got.position_ids, got.meta)

@@ -24,7 +24,8 @@ def run_suite(target: str, report_dir: Path, *paths: str, profile: str = "dev") 
     cmd = [sys.executable, "-m", "pytest", *(paths or ("conformance",)), "--target", target,
            f"--hypothesis-profile={profile}", "--report-dir", str(report_dir), "-q",
            "-p", "no:cacheprovider"]
-    # fake_targets is imported from this folder (a site-packages `tests` package shadows ours).
+    # The fake targets are imported from this folder (a site-packages `tests` package shadows
+    # ours).
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
