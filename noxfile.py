@@ -19,14 +19,14 @@ nox.options.reuse_existing_virtualenvs = True
 PYTHON = "3.11"
 VERL = "verl==0.9.1"
 OPENRLHF = "openrlhf==0.11.2"
-# The token-id packers (conformance/peers/): transformers is a test dependency already (the
+# The token-id packers (peers/): transformers is a test dependency already (the
 # model tier); TRL, torchtune, VeOmni and torchtitan --no-deps, since the files loaded need
 # only torch and transformers.
 TRL = "trl==1.16.0"
 TORCHTUNE = "torchtune==0.6.1"
 VEOMNI = "veomni==0.1.12"
 TORCHTITAN = "torchtitan==0.3.0"
-# Peers loaded file by file from their wheels (conformance/peers/); each pulls a training stack,
+# Peers loaded file by file from their wheels (peers/); each pulls a training stack,
 # so --no-deps: their files need only torch, numpy and megatron-core, all test dependencies.
 AREAL = "areal==1.0.4"
 MEGATRON_BRIDGE = "megatron-bridge==0.3.1"
@@ -171,5 +171,5 @@ def lint(session: nox.Session) -> None:
     """ruff and mypy over the project."""
     session.install("-e", ".[test,lint]")  # mypy sees the real pytest, hypothesis, megatron types
     session.run("ruff", "check", ".")
-    session.run("mypy", "reference", "impl", "spec", "conformance", "bench", "gpu_tests",
-                "mutation")
+    session.run("mypy", "reference", "impl", "spec", "conformance", "peers", "bench",
+                "gpu_tests", "mutation")

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from .targets import HOMES
 from .under_test import TargetError
 
 # Test statuses: "declined" (a feature the target lacks), "target-error" (the target crashed or
@@ -25,10 +26,9 @@ _FALSIFYING = re.compile(
     r"(?:Falsifying (?:explicit )?example|Failing (?:explicit example|test case)): "
     r".*?(?:\n\)|\Z)", re.DOTALL
 )
-_CONFORMANCE = Path(__file__).resolve().parent
 # Adapter code: a crash whose stack passes through these (or the target's own module) is the
 # target's, anything else raised in the checker is the suite's.
-_ADAPTER_DIRS = (_CONFORMANCE / "targets", _CONFORMANCE / "peers")
+_ADAPTER_DIRS = tuple(folder for _, folder in HOMES)
 
 
 def entry(nodeid: str, cited: list[str], report: Any, call: Any,

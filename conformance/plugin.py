@@ -31,7 +31,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--target", action="store", default=None,
         help="packer under test: a built-in name (impl, reference, verl, ...: a file of "
-        "conformance/targets/ or conformance/peers/) or module:attr (also THD_TARGET)",
+        "conformance/targets/ or peers/) or module:attr (also THD_TARGET)",
     )
     group.addoption(
         "--report-dir", action="store", default=None,

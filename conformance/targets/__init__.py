@@ -1,9 +1,10 @@
 """Target loading: a built-in name or `module:attr`.
 
 A built-in name is a file: `--target foo-bar` loads `conformance/targets/foo_bar.py` (the
-project's own packers) or `conformance/peers/foo_bar.py` (other trainers' packers), and takes
-its module attribute `TARGET`. `module:attr` takes `attr` of any importable module. Either way
-the object is a target, a class, or a factory called with no arguments.
+project's own packers) or `peers/foo_bar.py` (other trainers' packers, adapters outside the
+suite like a user's), and takes its module attribute `TARGET`. `module:attr` takes `attr` of
+any importable module. Either way the object is a target, a class, or a factory called with no
+arguments.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from typing import Any
 
 from ..protocol import problems
 
-_ROOT = Path(__file__).resolve().parent.parent
-_HOMES = ("targets", "peers")  # packages of conformance/, searched in this order
+_ROOT = Path(__file__).resolve().parent.parent.parent
+# (package, folder), searched in this order; `peers` is installed beside `conformance`.
+HOMES = (("conformance.targets", _ROOT / "conformance" / "targets"), ("peers", _ROOT / "peers"))
 
 
 class TargetLoadError(Exception):
@@ -26,8 +28,8 @@ def builtin_names() -> list[str]:
     """The built-in target names: the modules of conformance/targets/ and peers/ that define
     `TARGET`, file names with '_' as '-'."""
     names = []
-    for home in _HOMES:
-        for path in sorted((_ROOT / home).glob("[!_]*.py")):
+    for _, folder in HOMES:
+        for path in sorted(folder.glob("[!_]*.py")):
             if "\nTARGET" in path.read_text():
                 names.append(path.stem.replace("_", "-"))
     return names
@@ -38,9 +40,9 @@ def _resolve(spec: str) -> tuple[str, str]:
         module_name, _, attr = spec.partition(":")
         return module_name, attr
     stem = spec.replace("-", "_")
-    for home in _HOMES:
-        if stem.isidentifier() and (_ROOT / home / f"{stem}.py").is_file():
-            return f"conformance.{home}.{stem}", "TARGET"
+    for package, folder in HOMES:
+        if stem.isidentifier() and (folder / f"{stem}.py").is_file():
+            return f"{package}.{stem}", "TARGET"
     raise TargetLoadError(f"unknown target {spec!r}: use one of {builtin_names()} or "
                           "'module:attr'")
 

@@ -1,6 +1,6 @@
 """The adapter against the verl 0.9.1 wheel itself, on a fixed random sweep of configurations.
 
-verl's util.py is loaded on its own (conformance/peers/verl.py) with a `**kwargs`
+verl's util.py is loaded on its own (peers/verl.py) with a `**kwargs`
 PackedSeqParams stub, so its contiguous layout runs too. Every slot must agree, except where a
 listed erratum applies: E-1 / E-2 change the plan (only with a bucket or `min_local_rows`, and
 then the case is dropped after that check), E-3 / E-4 / E-5 single slots (`erratum_slots`). The
@@ -68,7 +68,7 @@ def _call(fn: Any, c: dict[str, Any]) -> tuple[list[int], list[int], list[int]]:
 @needs_verl
 @pytest.mark.rules("R-MEG-6", "R-MEG-7", "R-MEG-4")
 def test_sweep_against_the_wheel(monkeypatch: pytest.MonkeyPatch) -> None:
-    from conformance.peers.verl import FakeParallelState, load_util
+    from peers.verl import FakeParallelState, load_util
 
     util = load_util(KwargsParams)
     state = FakeParallelState(1, 1, 0)

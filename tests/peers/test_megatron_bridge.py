@@ -24,7 +24,7 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def target():  # type: ignore[no-untyped-def]
-    from conformance.peers.megatron_bridge import MegatronBridgeTarget
+    from peers.megatron_bridge import MegatronBridgeTarget
     return MegatronBridgeTarget()
 
 

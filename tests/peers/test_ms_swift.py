@@ -30,7 +30,7 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def target():  # type: ignore[no-untyped-def]
-    from conformance.peers.ms_swift import MsSwiftTarget
+    from peers.ms_swift import MsSwiftTarget
     return MsSwiftTarget()
 
 

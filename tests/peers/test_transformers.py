@@ -20,7 +20,7 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def target():  # type: ignore[no-untyped-def]
-    from conformance.peers.transformers import TARGET
+    from peers.transformers import TARGET
 
     return TARGET()
 

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def target():  # type: ignore[no-untyped-def]
-    from conformance.peers.veomni import TARGET
+    from peers.veomni import TARGET
 
     return TARGET()
 

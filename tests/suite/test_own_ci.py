@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SHIPPED = ("pyproject.toml", "README.md", "conformance", "reference", "spec")
+SHIPPED = ("pyproject.toml", "README.md", "conformance", "peers", "reference", "spec")
 
 
 def readme_example() -> str:
@@ -57,6 +57,12 @@ def test_installed_suite_runs_an_outside_adapter(tmp_path: Path) -> None:
         [sys.executable, "-c", "import conformance; print(conformance.__file__)"],
         cwd=user, env=env, capture_output=True, text=True, check=True)
     assert Path(where.stdout.strip()).is_relative_to(site), where.stdout
+    names = subprocess.run(  # the field's adapters are shipped beside the suite: --target verl
+        [sys.executable, "-c", "from conformance.targets import HOMES, builtin_names; "
+         "print(builtin_names()); print(HOMES[1][1])"],
+        cwd=user, env=env, capture_output=True, text=True, check=True).stdout.splitlines()
+    assert "'verl'" in names[0] and "'reference'" in names[0], names
+    assert Path(names[1]).is_relative_to(site), names
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "--pyargs", "conformance.test_invariants",
          "-k", "test_alignment_and_smallest_total", "--target", "mypkg.thd:Target",

@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 import torch
 
-from conformance.peers.megatron_core import (
+from conformance.targets import load_target
+from conformance.under_test import as_tuple
+from peers.megatron_core import (
     MegatronCoreTarget,
     sft_plan,
     te_partition_from_reference,
 )
-from conformance.targets import load_target
-from conformance.under_test import as_tuple
 
 A = np.array([11, 12, 13], dtype=np.int64)
 B = np.array([21, 22, 23, 24, 25], dtype=np.int64)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.peers import _wheel
+from peers import _wheel
 
 
 def test_load_function_compiles_only_the_named_method(tmp_path: Path) -> None:

@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..protocol import Config, Declared, Packed
+from conformance.protocol import Config, Declared, Packed
+
 from . import _tokens, _wheel
 
 EXPECTED_VERSION = "0.1.12"

@@ -18,7 +18,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..protocol import Config, Declared, Meta, Packed
+from conformance.protocol import Config, Declared, Meta, Packed
+
 from . import _wheel
 
 EXPECTED_VERSION = "1.0.4"

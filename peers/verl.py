@@ -19,8 +19,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..protocol import Config, Declared, Meta, Packed
-from ..targets._megatron_view import KwargsParams, params_dict, thd_params, unpack_with_grad
+from conformance.protocol import Config, Declared, Meta, Packed
+from conformance.targets._megatron_view import (
+    KwargsParams,
+    params_dict,
+    thd_params,
+    unpack_with_grad,
+)
+
 from . import _wheel
 
 EXPECTED_VERSION = "0.9.1"

@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from ..protocol import Config, Declared, Packed
+from conformance.protocol import Config, Declared, Packed
+
 from . import _tokens, _wheel
 
 EXPECTED_VERSION = "0.6.1"

@@ -15,7 +15,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from ..protocol import Config, Declared, Packed
+from conformance.protocol import Config, Declared, Packed
+
 from . import _tokens, _wheel
 
 EXPECTED_VERSION = "0.3.0"

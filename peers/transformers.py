@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from ..protocol import Config, Declared, Packed
+from conformance.protocol import Config, Declared, Packed
+
 from . import _tokens
 
 EXPECTED_VERSION = "5.24.0"

@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..protocol import CONVENTION_VALUES, Config, Declared, Meta, Packed
+from conformance.protocol import CONVENTION_VALUES, Config, Declared, Meta, Packed
+
 from . import _wheel
 
 EXPECTED_VERSION = "0.9.1"

@@ -20,8 +20,7 @@ import numpy as np
 import torch
 
 import reference
-
-from ..protocol import CONVENTION_VALUES, Config, Declared, Meta, Packed
+from conformance.protocol import CONVENTION_VALUES, Config, Declared, Meta, Packed
 
 EXPECTED_VERSION = "0.16.1"
 
@@ -65,7 +64,7 @@ class MegatronCoreTarget:
                         max_rows=1 << 20)
 
     def __init__(self) -> None:
-        from ..targets._megatron_view import import_megatron_core
+        from conformance.targets._megatron_view import import_megatron_core
 
         import_megatron_core()
         import megatron.core.utils as mcore_utils

@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..protocol import Config, Declared, Meta, Packed
+from conformance.protocol import Config, Declared, Meta, Packed
+
 from . import _wheel
 
 EXPECTED_VERSION = "0.3.1"

@@ -19,7 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.utils.rnn import pad_sequence
 
-from ..protocol import Config, Declared, Meta, Packed
+from conformance.protocol import Config, Declared, Meta, Packed
+
 from . import _wheel
 
 EXPECTED_VERSION = "4.6.0"
