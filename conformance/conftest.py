@@ -10,13 +10,16 @@ hypothesis profiles are conformance/plugin.py's, registered from here in a check
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import settings
+from hypothesis import reject, settings
+from hypothesis.errors import HypothesisException
 
 from conformance import outcomes, plugin, report
 from conformance.protocol import ALL_EMPTY, describe, zero_length_of
@@ -24,10 +27,12 @@ from conformance.rules import spec_version, suite_rules
 from conformance.targets import TargetLoadError, load_target
 from conformance.under_test import (
     OPTIONAL_OUTPUTS,
+    RuleViolation,
     caps,
     decline,
     max_rows,
     outputs_declined,
+    raising,
     require,
     set_cited,
     set_target,
@@ -115,6 +120,53 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     set_cited(_item_rules(item))
     for mark in item.iter_markers("needs"):
         require(*mark.args)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    try:
+        return (yield)
+    finally:
+        _shrink_side_failures(item)
+
+
+def _shrink_side_failures(item: pytest.Item) -> None:
+    """Hypothesis shrinks only what a test raises. Each failure met on the test's way
+    (`under_test.note_violation`) is searched for again alone: the test rerun with that failure
+    raised and every other outcome rejected, so the input recorded for it is the smallest
+    hypothesis finds, not the first one met."""
+    handle = getattr(getattr(item, "obj", None), "hypothesis", None)
+    keys = [tuple(side["rules"]) for side in side_violations()]
+    if handle is None or not keys:
+        return
+    inner = handle.inner_test
+    try:
+        for key in keys:
+            handle.inner_test = _only(inner, key)
+            with raising(key):
+                try:
+                    item.runtest()
+                except Exception:  # found again (or not): the shortest input is recorded
+                    pass
+    finally:
+        handle.inner_test = inner
+
+
+def _only(inner: Callable[..., Any], key: tuple[str, ...]) -> Callable[..., Any]:
+    """`inner` failing only with a RuleViolation of exactly the rules `key`."""
+    @functools.wraps(inner)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return inner(*args, **kwargs)
+        except RuleViolation as exc:
+            if tuple(sorted(exc.rules)) == key:
+                raise
+        except HypothesisException:  # assume() and hypothesis' own control flow
+            raise
+        except (Exception, pytest.skip.Exception, pytest.fail.Exception):
+            pass
+        reject()
+    return run
 
 
 def _item_rules(item: pytest.Item) -> list[str]:

@@ -105,8 +105,8 @@ def failing_input(entry: dict[str, Any]) -> str:
 def findings(entries: list[dict[str, Any]], status: str) -> list[dict[str, Any]]:
     """Each distinct failing input once, with every rule its tests charge it to (fail) or the
     rules it blocks (target-error), its tests and the first message; smallest input first. A
-    failure a test met on its way (not shrunk) joins the finding that breaks its rules and
-    fewest others (the smallest input among those), if any."""
+    failure a test met on its way (shrunk alone, conftest.py) joins the finding that breaks
+    its rules and fewest others (the smallest input among those), if any."""
     out: dict[str, dict[str, Any]] = {}
 
     def add(key: str, rules: list[str], message: str, test: str) -> None:

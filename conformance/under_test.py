@@ -5,6 +5,8 @@ one piece of mutable state, set once by conftest.py and read through `target()`.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -38,7 +40,7 @@ class TargetError(Exception):
 
 
 _STATE: dict[str, Any] = {"target": None, "spec": None, "met": {}, "cited": frozenset(),
-                          "side": {}}
+                          "side": {}, "raise": None}
 
 
 def set_target(obj: Any, spec: str) -> None:
@@ -69,12 +71,26 @@ def cited() -> frozenset[str]:
 def note_violation(violation: RuleViolation, case: PackCase) -> None:
     """A failure of rules the running test does not cite, met on `case` while it judges its
     own: recorded, not raised, so the test's search goes on; conftest.py reports it (the
-    shortest input per set of rules, written as hypothesis writes it) and fails the test."""
+    shortest input per set of rules, written as hypothesis writes it) and fails the test.
+    While conftest.py searches the test again for this set of rules alone (`raising`), the
+    failure is raised too, so that hypothesis shrinks it."""
     given = f"case={case!r}"
     key = tuple(sorted(violation.rules))
     old = _STATE["side"].get(key)
     if old is None or len(given) < len(old["input"]):
         _STATE["side"][key] = {"rules": list(key), "message": str(violation), "input": given}
+    if _STATE["raise"] == key:
+        raise violation
+
+
+@contextlib.contextmanager
+def raising(rules: tuple[str, ...]) -> Iterator[None]:
+    """Within: `note_violation` raises a failure of exactly `rules` (sorted) as well."""
+    _STATE["raise"] = rules
+    try:
+        yield
+    finally:
+        _STATE["raise"] = None
 
 
 def side_violations() -> list[dict[str, Any]]:

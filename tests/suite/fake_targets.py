@@ -286,3 +286,18 @@ class PaddingOffByOneTarget(ReferenceTarget):
         pad = [k for k, src in enumerate(_sources(got.meta, config, cp_rank)) if not src.real]
         rows[pad] = ~rows[pad] if rows.dtype == np.bool_ else rows[pad] + 1
         return Packed(rows, got.position_ids, got.meta)
+
+
+class ManySequencesPaddingTarget(PaddingOffByOneTarget):
+    """Padding rows pad_value + 1 only in a batch of at least four sequences (R-ROW-2): the
+    first input to show it is rarely the smallest."""
+
+    name = "many-sequences-padding"
+    description = "tests/suite: padding rows pad_value + 1 from four sequences on"
+
+    def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,
+             pad_value: Any = 0) -> Packed:
+        if len(seqs) < 4:
+            return ReferenceTarget.pack(self, seqs, config, cp_rank, need_roll=need_roll,
+                                        pad_value=pad_value)
+        return super().pack(seqs, config, cp_rank, need_roll=need_roll, pad_value=pad_value)

@@ -3,6 +3,8 @@ a crash of the target is a target error charged to no rule."""
 
 from __future__ import annotations
 
+import ast
+import re
 from pathlib import Path
 
 from .test_capability_gating import run_suite
@@ -145,3 +147,18 @@ def test_a_failure_met_on_the_way_is_reported_and_fails_the_run(tmp_path: Path) 
     assert rules["R-ROW-2"]["failures"][0]["counterexamples"][0].startswith("case=PackCase(")
     assert [f["rules"] for f in report["findings"]] == [["R-ROW-2"]], report["findings"]
     assert "1 failed" in report["_stdout"], report["_stdout"][-2000:]
+
+
+def test_a_failure_met_on_the_way_is_shrunk(tmp_path: Path) -> None:
+    """Padding rows wrong only from four sequences on (R-ROW-2), met by the zigzag test, which
+    does not cite R-ROW-2: the report gives the input hypothesis shrinks that failure to alone
+    (four sequences, one token between them), not the first one the search met."""
+    report = run_suite("fake_targets:ManySequencesPaddingTarget", tmp_path,
+                       "conformance/test_differential.py::test_zigzag_matches_reference",
+                       profile="ci")
+    side = [s for t in report["tests"] for s in t.get("side_failures", [])]
+    assert [s["rules"] for s in side] == [["R-ROW-2"]], side
+    found = re.search(r"lengths=(\([^)]*\)), trail=\(\)", side[0]["input"])
+    assert found, side
+    lengths = ast.literal_eval(found.group(1))
+    assert len(lengths) == 4 and sum(lengths) == 1, side
