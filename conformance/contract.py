@@ -2,264 +2,33 @@
 
 Pure functions over plain data: the batch (NumPy arrays), every rank's output (`rows`, `pos`,
 `meta`) and the config's tp, cp, layout and FP8 recipe. They read the target's own metadata,
-never the reference's plan, so no convention can hide a fault; rows are placed through TE's
-partition of the target's buffer and compared with the batch bit for bit (any dtype).
+never the reference's plan, so no convention can hide a fault: the buffer is read and checked
+by `buffer.py` (R-CONSUMER-1 to -5, -8, -9), and here every rank's rows are placed through TE's
+partition of it and compared with the batch bit for bit (any dtype). `check_pack` runs every
+check in the order a failure is best explained.
 Each check raises `RuleViolation` naming the rule it disproves, with the first mismatch (rank,
 row, sequence, offset), or `TargetError` when the output cannot be read at all.
 """
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 import reference
 
-from .requirements import fp8_quantum
-from .under_test import RuleViolation, TargetError
-
-INT32_MAX = 2**31 - 1
-
-
-class RankOutput(NamedTuple):
-    """One rank's output as the target returned it (any object with these fields will do)."""
-
-    rows: Any
-    pos: Any
-    meta: Any
-
-
-@dataclass(frozen=True)
-class Layout:
-    """What the consumers are configured with: the config's tp, cp, layout and FP8 recipe only
-    (never its convention fields: tail, seq_align and the static metadata are the packer's
-    choices, which the contract does not assume)."""
-
-    tp: int
-    cp: int
-    layout: str
-    fp8_quantum: int | None  # R-FP8-1: rows per FP8 GEMM (16 for fp8=True), None without FP8
-
-    @property
-    def fp8(self) -> bool:
-        return self.fp8_quantum is not None
-
-    @property
-    def zigzag(self) -> bool:
-        return self.layout == "zigzag" and self.cp > 1
-
-    @classmethod
-    def of(cls, config: Mapping[str, Any]) -> Layout:
-        return cls(int(config.get("tp_size", 1)), int(config.get("cp_size", 1)),
-                   str(config.get("cp_layout", "zigzag")), fp8_quantum(config))
-
-
-@dataclass(frozen=True)
-class Buffer:
-    """The padded buffer as the target describes it, read and checked (R-CONSUMER-1..3)."""
-
-    bounds: np.ndarray  # C, int64, K + 1 entries
-    local_rows: int  # n, the same on every rank
-    slots: list[tuple[np.ndarray, np.ndarray]]  # per rank: segment and offset of every row
-
-    @property
-    def segments(self) -> np.ndarray:
-        return np.diff(self.bounds)
-
-
-def _violation(message: str, rule: str) -> RuleViolation:
-    return RuleViolation(message, {rule})
-
-
-# ----------------------------------------------------------------------------------------------
-# Reading the output (TargetError where it cannot be read)
-
-
-def _meta(output: Any, rank: int) -> Mapping[str, Any]:
-    meta = getattr(output, "meta", None)
-    if not isinstance(meta, Mapping):
-        raise TargetError(f"rank {rank}: meta is {type(meta).__name__}, not a mapping")
-    return meta
-
-
-def _padded_bounds(output: Any, rank: int) -> np.ndarray:
-    meta = _meta(output, rank)
-    if "cu_seqlens_padded" not in meta:
-        raise TargetError(f"rank {rank}: meta has no cu_seqlens_padded (keys {sorted(meta)})")
-    try:
-        bounds = np.asarray(meta["cu_seqlens_padded"])
-    except Exception as exc:  # an object NumPy cannot read is the target's fault
-        raise TargetError(f"rank {rank}: cu_seqlens_padded cannot be read: {exc}") from exc
-    if bounds.ndim != 1 or bounds.size == 0:
-        raise TargetError(f"rank {rank}: cu_seqlens_padded has shape {bounds.shape}, not [K + 1]")
-    if bounds.dtype.kind not in "iu":
-        raise _violation(f"rank {rank}: cu_seqlens_padded has dtype {bounds.dtype}, not an "
-                         "integer type", "R-CONSUMER-1")
-    return bounds.astype(np.int64)
-
-
-def rank_rows(outputs: Sequence[Any]) -> int:
-    """R-CONSUMER-3: the common row count of the ranks (TargetError if rows are not arrays)."""
-    counts = []
-    for rank, output in enumerate(outputs):
-        rows = getattr(output, "rows", None)
-        if not isinstance(rows, np.ndarray) or rows.ndim == 0:
-            raise TargetError(f"rank {rank}: rows is {type(rows).__name__}"
-                              f"{list(getattr(rows, 'shape', []))}, not an array [n, *trail]")
-        counts.append(int(rows.shape[0]))
-    if len(set(counts)) > 1:
-        # TE's CP attention exchanges equal blocks between ranks: unequal counts are a
-        # contract verdict, not an unreadable output.
-        raise _violation(f"ranks hold different row counts {counts[:8]}", "R-CONSUMER-3")
-    return counts[0]
-
-
-def _optional_int(meta: Mapping[str, Any], key: str, rank: int, rule: str) -> int | None:
-    if key not in meta:
-        return None
-    try:
-        return operator.index(meta[key])
-    except TypeError:
-        raise _violation(f"rank {rank}: {key} is {meta[key]!r}, not an integer", rule) from None
-
-
-# ----------------------------------------------------------------------------------------------
-# The buffer: R-CONSUMER-1 to R-CONSUMER-5
-
-
-def padded_bounds(outputs: Sequence[Any]) -> np.ndarray:
-    """R-CONSUMER-1: the target's cu_seqlens_padded, one on every rank, well-formed; int64."""
-    if not outputs:
-        raise TargetError("no rank output")
-    bounds = _padded_bounds(outputs[0], 0)
-    for rank in range(1, len(outputs)):
-        other = _padded_bounds(outputs[rank], rank)
-        if not np.array_equal(other, bounds):
-            raise _violation(f"cu_seqlens_padded differs between ranks: rank 0 "
-                             f"{bounds.tolist()[:8]}, rank {rank} {other.tolist()[:8]}",
-                             "R-CONSUMER-1")
-    if bounds[0] != 0:
-        raise _violation(f"cu_seqlens_padded starts at {int(bounds[0])}, not 0", "R-CONSUMER-1")
-    down = np.flatnonzero(np.diff(bounds) < 0)
-    if down.size:
-        k = int(down[0])
-        raise _violation(f"cu_seqlens_padded decreases at entry {k + 1}: {int(bounds[k])} -> "
-                         f"{int(bounds[k + 1])}", "R-CONSUMER-1")
-    total = int(bounds[-1])
-    if total > INT32_MAX:
-        raise _violation(f"cu_seqlens_padded[-1] = {total} exceeds int32", "R-CONSUMER-1")
-    for rank, output in enumerate(outputs):
-        given = _optional_int(_meta(output, rank), "total", rank, "R-CONSUMER-1")
-        if given is not None and given != total:
-            raise _violation(f"rank {rank}: total {given}, but cu_seqlens_padded ends at "
-                             f"{total}", "R-CONSUMER-1")
-    return bounds
-
-
-def check_buffer(outputs: Sequence[Any], config: Mapping[str, Any]) -> Buffer:
-    """R-CONSUMER-1, -2, -3: the target's padded buffer is one TE can partition; returns it
-    with every rank's consumer slots (R-CONSUMER-6)."""
-    lay = Layout.of(config)
-    if len(outputs) != lay.cp:
-        raise TargetError(f"{len(outputs)} rank outputs for cp_size {lay.cp}")
-    bounds = padded_bounds(outputs)
-    total = int(bounds[-1])
-    n = rank_rows(outputs)
-    if n * lay.cp != total:
-        raise _violation(f"every rank holds {n} rows: {n} * cp_size {lay.cp} = {n * lay.cp}, "
-                         f"but cu_seqlens_padded ends at {total}", "R-CONSUMER-3")
-    for rank, output in enumerate(outputs):
-        given = _optional_int(_meta(output, rank), "local_rows", rank, "R-CONSUMER-3")
-        if given is not None and given != n:
-            raise _violation(f"rank {rank}: local_rows {given}, but it holds {n} rows",
-                             "R-CONSUMER-3")
-
-    segments = np.diff(bounds)
-    if lay.zigzag:
-        bad = np.flatnonzero(segments % (2 * lay.cp))
-        if bad.size:
-            k = int(bad[0])
-            raise _violation(f"segment {k} of cu_seqlens_padded has {int(segments[k])} rows, "
-                             f"not divisible by 2 * cp_size = {2 * lay.cp} (zigzag): TE's "
-                             f"partition cannot split it ({bad.size} such segments)",
-                             "R-CONSUMER-2")
-    slots = []
-    for rank in range(lay.cp):
-        rows = np.asarray(reference.partitioned_indices(bounds.tolist(), total, lay.cp, rank,
-                                                        lay.layout), dtype=np.int64)
-        seg = np.searchsorted(bounds, rows, side="right") - 1
-        slots.append((seg, rows - bounds[seg]))
-    return Buffer(bounds, n, slots)
-
-
-def check_tp_split(outputs: Sequence[Any], config: Mapping[str, Any]) -> None:
-    """R-CONSUMER-4: sequence parallelism splits each rank's n rows by tp."""
-    lay = Layout.of(config)
-    n = rank_rows(outputs)
-    if n % lay.tp:
-        raise _violation(f"each rank holds {n} rows, not divisible by tp_size {lay.tp} "
-                         "(Megatron sequence parallelism splits them)", "R-CONSUMER-4")
-
-
-def check_fp8_split(outputs: Sequence[Any], config: Mapping[str, Any]) -> None:
-    """R-CONSUMER-5: with FP8, every TP slice of a rank holds a multiple of the recipe's q rows
-    (R-FP8-1: 16 for fp8=True, 'tensor' and 'block', 32 'mxfp8', 128 'nvfp4'), i.e. n / tp
-    an integer divisible by q."""
-    lay = Layout.of(config)
-    n = rank_rows(outputs)
-    q = lay.fp8_quantum
-    if q is not None and n % (q * lay.tp):
-        recipe = config.get("fp8")
-        raise _violation(f"fp8={recipe!r}: each TP slice holds {n} / {lay.tp} = "
-                         f"{n / lay.tp:g} rows, not a multiple of {q} (FP8 GEMM)",
-                         "R-CONSUMER-5")
-
-
-# ----------------------------------------------------------------------------------------------
-# Real boundaries: R-CONSUMER-8, R-CONSUMER-9
-
-
-def check_real_cu_seqlens(lengths: Sequence[int], outputs: Sequence[Any],
-                          bounds: np.ndarray) -> None:
-    """R-CONSUMER-8: real cu_seqlens (where given) has the lengths L_i and stays within the
-    padded segments."""
-    segments = np.diff(bounds)
-    for rank, output in enumerate(outputs):
-        meta = _meta(output, rank)
-        if "cu_seqlens" not in meta:
-            continue
-        real = np.asarray(meta["cu_seqlens"])
-        if real.ndim != 1 or real.shape != bounds.shape or real.dtype.kind not in "iu":
-            raise _violation(f"rank {rank}: cu_seqlens {real.dtype}{list(real.shape)}, "
-                             f"cu_seqlens_padded has {bounds.size} entries", "R-CONSUMER-8")
-        real = real.astype(np.int64)
-        if real[0] != 0:
-            raise _violation(f"rank {rank}: cu_seqlens starts at {int(real[0])}",
-                             "R-CONSUMER-8")
-        diff = np.diff(real)
-        for k in range(diff.size):
-            want = lengths[k] if k < len(lengths) else None
-            if (want is not None and diff[k] != want) or not 0 <= diff[k] <= segments[k]:
-                expected = f"L_{k} = {want}" if want is not None else "0 .. its padded length"
-                raise _violation(f"rank {rank}: cu_seqlens segment {k} has length "
-                                 f"{int(diff[k])}, expected {expected} (padded segment "
-                                 f"{int(segments[k])})", "R-CONSUMER-8")
-
-
-def check_max_seqlen(outputs: Sequence[Any], bounds: np.ndarray) -> None:
-    """R-CONSUMER-9: max_seqlen (where given) covers every padded segment."""
-    segments = np.diff(bounds)
-    longest = int(segments.max()) if segments.size else 0
-    for rank, output in enumerate(outputs):
-        given = _optional_int(_meta(output, rank), "max_seqlen", rank, "R-CONSUMER-9")
-        if given is not None and given < longest:
-            raise _violation(f"rank {rank}: max_seqlen {given} < the longest padded segment "
-                             f"{longest}", "R-CONSUMER-9")
-
+from .buffer import (
+    Buffer,
+    check_buffer,
+    check_fp8_split,
+    check_max_seqlen,
+    check_real_cu_seqlens,
+    check_tp_split,
+    violation,
+)
+from .under_test import TargetError
 
 # ----------------------------------------------------------------------------------------------
 # Rows: R-CONSUMER-6, -7, -10, -11, -12
@@ -312,7 +81,7 @@ class _Tokens:
 
 def _check_row_type(rows: np.ndarray, tokens: _Tokens, rank: int, rule: str) -> None:
     if rows.dtype != tokens.dtype or rows.shape[1:] != tokens.trail:
-        raise _violation(f"rank {rank}: rows {rows.dtype}{list(rows.shape)}, batch "
+        raise violation(f"rank {rank}: rows {rows.dtype}{list(rows.shape)}, batch "
                          f"{tokens.dtype}[n, {', '.join(map(str, tokens.trail))}]", rule)
 
 
@@ -323,13 +92,13 @@ def _real(tokens: _Tokens, seg: np.ndarray, off: np.ndarray) -> np.ndarray:
 def _segments_cover(tokens: _Tokens, buffer: Buffer) -> None:
     b, k = len(tokens.lengths), buffer.segments.size
     if k < b:
-        raise _violation(f"cu_seqlens_padded has {k} segments for {b} sequences: sequences "
+        raise violation(f"cu_seqlens_padded has {k} segments for {b} sequences: sequences "
                          f"{k}..{b - 1} (lengths {tokens.lengths[k:][:6]}) are dropped",
                          "R-CONSUMER-7")
     short = [i for i in range(b) if buffer.segments[i] < tokens.lengths[i]]
     if short:
         i = short[0]
-        raise _violation(f"segment {i} has {int(buffer.segments[i])} rows, sequence {i} has "
+        raise violation(f"segment {i} has {int(buffer.segments[i])} rows, sequence {i} has "
                          f"{tokens.lengths[i]} tokens", "R-CONSUMER-7")
 
 
@@ -378,14 +147,14 @@ def check_tokens(seqs: Sequence[np.ndarray], outputs: Sequence[Any], buffer: Buf
         found = _locate(tokens, outputs, buffer, i, j)
         summary = f"{bad.size} real rows wrong on this rank"
         if found is None:
-            raise _violation(f"{where} does not hold token {j} of sequence {i}; the token is on "
+            raise violation(f"{where} does not hold token {j} of sequence {i}; the token is on "
                              f"no rank or its value is not unique ({summary})", "R-CONSUMER-7")
         r2, k2, s2, o2 = found
         if s2 == i:
-            raise _violation(f"{where}: the token is at rank {r2} row {k2}, which TE reads as "
+            raise violation(f"{where}: the token is at rank {r2} row {k2}, which TE reads as "
                              f"offset {o2}: the rows are not TE's partition of the target's "
                              f"cu_seqlens_padded ({summary})", "R-CONSUMER-6")
-        raise _violation(f"{where}: the token is at rank {r2} row {k2}, in segment {s2} "
+        raise violation(f"{where}: the token is at rank {r2} row {k2}, in segment {s2} "
                          f"(offset {o2}), not its own ({summary})", "R-CONSUMER-7")
 
 
@@ -398,13 +167,13 @@ def check_positions(seqs: Sequence[np.ndarray], outputs: Sequence[Any], buffer: 
         if not isinstance(pos, np.ndarray):
             raise TargetError(f"rank {rank}: position ids are {type(pos).__name__}, not an array")
         if pos.shape != (buffer.local_rows,) or pos.dtype.kind not in "iu":
-            raise _violation(f"rank {rank}: position ids {pos.dtype}{list(pos.shape)}, expected "
+            raise violation(f"rank {rank}: position ids {pos.dtype}{list(pos.shape)}, expected "
                              f"integers [{buffer.local_rows}]", "R-CONSUMER-10")
         seg, off = buffer.slots[rank]
         bad = np.flatnonzero(_real(tokens, seg, off) & (pos.astype(np.int64) != off))
         if bad.size:
             k = int(bad[0])
-            raise _violation(f"rank {rank} row {k} (sequence {int(seg[k])}, offset "
+            raise violation(f"rank {rank} row {k} (sequence {int(seg[k])}, offset "
                              f"{int(off[k])}): position id {int(pos[k])}, expected "
                              f"{int(off[k])} ({bad.size} wrong on this rank)", "R-CONSUMER-10")
 
@@ -422,7 +191,7 @@ def check_labels(seqs: Sequence[np.ndarray], outputs: Sequence[Any], buffer: Buf
             k = int(bad[0])
             i, j = int(seg[k]), int(off[k])
             holds = tokens.holds(output.rows, got, k)
-            raise _violation(f"rank {rank} row {k} (sequence {i}, offset {j}): label is {holds}, "
+            raise violation(f"rank {rank} row {k} (sequence {i}, offset {j}): label is {holds}, "
                              f"expected token {j + 1} of sequence {i} ({bad.size} wrong on "
                              "this rank)", "R-CONSUMER-11")
 
@@ -445,7 +214,7 @@ def check_ignored_labels(seqs: Sequence[np.ndarray], outputs: Sequence[Any], buf
             i, j = int(seg[k]), int(off[k])
             what = "padding" if not _real(tokens, seg, off)[k] else "its last real token"
             holds = tokens.holds(output.rows, got, k)
-            raise _violation(f"labels='ignore': rank {rank} row {k} (segment {i}, offset {j}, "
+            raise violation(f"labels='ignore': rank {rank} row {k} (segment {i}, offset {j}, "
                              f"{what}) holds {holds}, not ignore_index {ignore_index} "
                              f"({bad.size} such rows on this rank)", "R-CONSUMER-15")
 
@@ -474,14 +243,14 @@ def check_position_boundaries(seqs: Sequence[np.ndarray], outputs: Sequence[Any]
     for i, length in enumerate(tokens.lengths):
         first = int(bounds[i])
         if length and not starts[first]:
-            raise _violation(f"sequence {i} (length {length}) starts at buffer row {first}, "
+            raise violation(f"sequence {i} (length {length}) starts at buffer row {first}, "
                              f"but its position id {int(ids[first])} follows the row before "
                              f"(id {int(ids[first - 1])}): position ids glue that row to it",
                              "R-PID-2")
         inner = np.flatnonzero(starts[first + 1:first + length])
         if inner.size:
             row = first + 1 + int(inner[0])
-            raise _violation(f"sequence {i} (length {length}): position ids start a new segment "
+            raise violation(f"sequence {i} (length {length}): position ids start a new segment "
                              f"inside it at buffer row {row} (ids {ids[row - 1]}, {ids[row]})",
                              "R-PID-2")
 
@@ -518,7 +287,7 @@ def check_no_leak(seqs: Sequence[np.ndarray], outputs: Sequence[Any], buffer: Bu
             source = tokens.unique_source(got[k])
             if source is None or source[0] == int(seg[k]) or _is_pad(rows[k], pad):
                 continue
-            raise _violation(f"leak (severity: {severity}): rank {rank} row {k} is padding of "
+            raise violation(f"leak (severity: {severity}): rank {rank} row {k} is padding of "
                              f"segment {int(seg[k])} (offset {int(off[k])}) and holds token "
                              f"{source[1]} of sequence {source[0]}", "R-CONSUMER-12")
 
@@ -532,19 +301,19 @@ def check_unpack(seqs: Sequence[np.ndarray], unpacked: Any) -> None:
     if not isinstance(unpacked, list | tuple):
         raise TargetError(f"unpack returned {type(unpacked).__name__}, not a list of arrays")
     if len(unpacked) != len(seqs):
-        raise _violation(f"unpack returned {len(unpacked)} sequences for {len(seqs)}",
+        raise violation(f"unpack returned {len(unpacked)} sequences for {len(seqs)}",
                          "R-CONSUMER-13")
     for i, (got, want) in enumerate(zip(unpacked, seqs, strict=True)):
         got = np.asarray(got)
         if got.dtype != want.dtype or got.shape != want.shape:
-            raise _violation(f"sequence {i}: unpack gave {got.dtype}{list(got.shape)}, input "
+            raise violation(f"sequence {i}: unpack gave {got.dtype}{list(got.shape)}, input "
                              f"{want.dtype}{list(want.shape)}", "R-CONSUMER-13")
         if want.shape[0] == 0:
             continue
         bad = np.flatnonzero(np.any(row_bytes(got) != row_bytes(want), axis=1))
         if bad.size:
             j = int(bad[0])
-            raise _violation(f"sequence {i} row {j}: unpack gave {show(got[j])}, input "
+            raise violation(f"sequence {i} row {j}: unpack gave {show(got[j])}, input "
                              f"{show(want[j])}", "R-CONSUMER-13")
 
 

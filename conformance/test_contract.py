@@ -26,7 +26,7 @@ import pytest
 from hypothesis import assume, example, given, reject
 from hypothesis import strategies as st
 
-from . import contract, protocol
+from . import buffer, contract, protocol
 from .compare import names_item
 from .protocol import zero_length_of
 from .running import RankResult, run_target
@@ -119,11 +119,11 @@ def _run(case: PackCase) -> tuple[list[np.ndarray], list[RankResult]]:
     return contract.segment_batch(seqs, zero_length_of(target())), got
 
 
-def _buffer(got: list[RankResult], case: PackCase) -> contract.Buffer:
+def _buffer(got: list[RankResult], case: PackCase) -> buffer.Buffer:
     """The target's buffer for the row checks; a case whose buffer breaks R-CONSUMER-1..3 is
     rejected here (test_contract_buffer reports it), so these rules are decided on the others."""
     try:
-        return contract.check_buffer(got, case.config)
+        return buffer.check_buffer(got, case.config)
     except RuleViolation:
         reject()
 
@@ -203,35 +203,35 @@ def _check_buffer(case: PackCase) -> None:
     """The target's cu_seqlens_padded is one buffer TE can partition: from 0, non-decreasing,
     ending at the total; zigzag segments divisible by 2cp; n * cp rows in all."""
     _, got = _run(case)
-    contract.check_buffer(got, case.config)
+    buffer.check_buffer(got, case.config)
 
 
 def _check_tp_split(case: PackCase) -> None:
     """Each rank's rows split by tp (Megatron sequence parallelism)."""
     _, got = _run(case)
-    contract.check_tp_split(got, case.config)
+    buffer.check_tp_split(got, case.config)
 
 
 def _check_fp8_split(case: PackCase) -> None:
     """With FP8, each TP slice of a rank holds a multiple of the recipe's q rows (FP8 GEMMs;
     q = 16 for fp8=True, 'tensor' and 'block', 32 'mxfp8', 128 'nvfp4'), up to tp * cp = 64."""
     _, got = _run(case)
-    contract.check_fp8_split(got, case.config)
+    buffer.check_fp8_split(got, case.config)
 
 
 def _check_real_cu_seqlens(case: PackCase) -> None:
     """Real cu_seqlens has the lengths L_i, within the padded segments."""
     seqs, got = _run(case)
     if _gives(got, "cu_seqlens"):
-        contract.check_real_cu_seqlens([int(s.shape[0]) for s in seqs], got,
-                                       contract.padded_bounds(got))
+        buffer.check_real_cu_seqlens([int(s.shape[0]) for s in seqs], got,
+                                       buffer.padded_bounds(got))
 
 
 def _check_max_seqlen(case: PackCase) -> None:
     """max_seqlen covers every padded segment."""
     _, got = _run(case)
     if _gives(got, "max_seqlen"):
-        contract.check_max_seqlen(got, contract.padded_bounds(got))
+        buffer.check_max_seqlen(got, buffer.padded_bounds(got))
 
 
 def _check_tokens(case: PackCase) -> None:

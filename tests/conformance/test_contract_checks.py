@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from conformance import buffer as b
 from conformance import contract as c
 from conformance.under_test import RuleViolation, TargetError
 
@@ -23,7 +24,7 @@ def canonical(lengths: list[int]) -> list[np.ndarray]:
 
 
 def build(seqs: list[np.ndarray], segments: list[int], cp: int = 1, layout: str = "zigzag", *,
-          pad: Any = 0, roll: bool = False, **meta: Any) -> list[c.RankOutput]:
+          pad: Any = 0, roll: bool = False, **meta: Any) -> list[b.RankOutput]:
     """Segment k holds sequence k's tokens (labels with `roll`) then padding; extra segments are
     padding only. Position ids restart at 0 in every segment, also in padding."""
     trail, dtype = seqs[0].shape[1:], seqs[0].dtype
@@ -55,20 +56,20 @@ def build(seqs: list[np.ndarray], segments: list[int], cp: int = 1, layout: str 
                 for piece in (r, 2 * cp - 1 - r):
                     start = int(bounds[k]) + piece * chunk
                     idx += range(start, start + chunk)
-        out.append(c.RankOutput(buffer[idx], np.array(pos, dtype=np.int64)[idx],
+        out.append(b.RankOutput(buffer[idx], np.array(pos, dtype=np.int64)[idx],
                                 {"cu_seqlens_padded": bounds, "total": total, "local_rows": n,
                                  **meta}))
     return out
 
 
-def fails(rule: str, message: str, seqs: list[np.ndarray], outputs: list[c.RankOutput],
+def fails(rule: str, message: str, seqs: list[np.ndarray], outputs: list[b.RankOutput],
           config: dict[str, Any], **kwargs: Any) -> None:
     with pytest.raises(RuleViolation, match=message) as info:
         c.check_pack(seqs, outputs, config, **kwargs)
     assert info.value.rules == {rule}
 
 
-def with_rows(outputs: list[c.RankOutput], rank: int, rows: list[int]) -> list[c.RankOutput]:
+def with_rows(outputs: list[b.RankOutput], rank: int, rows: list[int]) -> list[b.RankOutput]:
     out = list(outputs)
     out[rank] = out[rank]._replace(rows=np.array(rows, dtype=np.int64))
     return out
@@ -83,8 +84,8 @@ def test_bucket_segment_not_divisible_by_2cp() -> None:
     1.5; the team packer and verl hold [1000, 0, 0] and [1001, 0, 0]."""
     seqs = canonical([3])
     meta = {"cu_seqlens_padded": np.array([0, 6], np.int32), "total": 6, "local_rows": 3}
-    outputs = [c.RankOutput(np.array([1000, 0, 0]), np.zeros(3, np.int64), meta),
-               c.RankOutput(np.array([1001, 0, 0]), np.zeros(3, np.int64), meta)]
+    outputs = [b.RankOutput(np.array([1000, 0, 0]), np.zeros(3, np.int64), meta),
+               b.RankOutput(np.array([1001, 0, 0]), np.zeros(3, np.int64), meta)]
     fails("R-CONSUMER-2", "segment 0 of cu_seqlens_padded has 6 rows, not divisible by "
           r"2 \* cp_size = 4", seqs, outputs, {"cp_size": 2, "bucket": 6})
 
@@ -108,7 +109,7 @@ def test_fp8_slice_not_divisible_by_16() -> None:
     fails("R-CONSUMER-5", "each TP slice holds 16 / 2 = 8 rows", seqs, build(seqs, [16]),
           {"tp_size": 2, "fp8": True})
     with pytest.raises(RuleViolation, match=r"each TP slice holds 24 / 16 = 1.5 rows"):
-        c.check_fp8_split(build(seqs, [24]), {"tp_size": 16, "fp8": True})
+        b.check_fp8_split(build(seqs, [24]), {"tp_size": 16, "fp8": True})
     c.check_pack(seqs, build(seqs, [32]), {"tp_size": 2, "fp8": True})
 
 
@@ -123,7 +124,7 @@ def test_fp8_slice_not_divisible_by_16() -> None:
 )
 def test_bad_boundaries(bounds: list[int], meta: dict[str, Any], message: str) -> None:
     """R-CONSUMER-1: C starts at 0, never decreases, ends at the total."""
-    outputs = [c.RankOutput(np.arange(4), np.arange(4),
+    outputs = [b.RankOutput(np.arange(4), np.arange(4),
                             {"cu_seqlens_padded": np.array(bounds, np.int32), **meta})]
     fails("R-CONSUMER-1", message, canonical([4]), outputs, {})
 
@@ -214,7 +215,7 @@ def test_real_tokens_in_an_extra_segment() -> None:
     """R-CONSUMER-7: B + 1 segments, sequence 1's tokens in segment 2, segment 1 padding."""
     seqs = canonical([2, 2])
     buffer = np.array([1000, 1001, 0, 0, 2000, 2001, 0, 0])
-    outputs = [c.RankOutput(buffer, np.array([0, 1, 0, 1, 0, 1, 2, 3]),
+    outputs = [b.RankOutput(buffer, np.array([0, 1, 0, 1, 0, 1, 2, 3]),
                             {"cu_seqlens_padded": np.array([0, 2, 4, 8], np.int32)})]
     fails("R-CONSUMER-7", r"rank 0 row 2 \(sequence 1, offset 0\).*in segment 2", seqs,
           outputs, {})
@@ -276,7 +277,7 @@ def test_label_of_another_sequence_in_padding_is_a_leak() -> None:
     sequence 0's padding row holds sequence 1's first token."""
     seqs = canonical([1, 2])
     meta = {"cu_seqlens_padded": np.array([0, 2, 4], np.int32)}
-    outputs = [c.RankOutput(np.array([0, 2000, 2001, 1000]), np.array([1, 0, 1, 0]), meta)]
+    outputs = [b.RankOutput(np.array([0, 2000, 2001, 1000]), np.array([1, 0, 1, 0]), meta)]
     fails("R-CONSUMER-12", r"leak \(severity: medium \(labels, need_roll\)\): rank 0 row 1 is "
           r"padding of segment 0 \(offset 1\) and holds token 0 of sequence 1", seqs, outputs,
           {"tp_size": 2}, need_roll=True)
@@ -452,8 +453,8 @@ def test_padding_segment_not_divisible_by_2cp() -> None:
     as [4] plus a padding segment of 2 rows (total 6), which TE cannot cut into 4 chunks."""
     seqs = canonical([3])
     meta = {"cu_seqlens_padded": np.array([0, 4, 6], np.int32), "total": 6, "local_rows": 3}
-    outputs = [c.RankOutput(np.array([1000, 1003, 0]), np.array([0, 3, 0]), meta),
-               c.RankOutput(np.array([1001, 1002, 0]), np.array([1, 2, 1]), meta)]
+    outputs = [b.RankOutput(np.array([1000, 1003, 0]), np.array([0, 3, 0]), meta),
+               b.RankOutput(np.array([1001, 1002, 0]), np.array([1, 2, 1]), meta)]
     fails("R-CONSUMER-2", "segment 1 of cu_seqlens_padded has 2 rows, not divisible by "
           r"2 \* cp_size = 4", seqs, outputs, {"cp_size": 2})
 
@@ -489,7 +490,7 @@ def test_position_ids_restarting_inside_a_sequence_fail_pid_not_before() -> None
     ids = np.array([0, 1, 0, 1])
     with pytest.raises(RuleViolation, match="inside it at buffer row 2") as info:
         c.check_position_boundaries(seqs, [outputs[0]._replace(pos=ids)],
-                                    c.check_buffer(outputs, {}))
+                                    b.check_buffer(outputs, {}))
     assert info.value.rules == {"R-PID-2"}
 
 
@@ -522,9 +523,9 @@ def test_pack_without_position_ids_is_judged_on_its_rows() -> None:
     """A packer that gives no position ids (Packed.position_ids None) is not a target error:
     the pack rules that need no ids still run, and still fail on a misplaced token."""
     seqs = canonical([3, 0, 1])
-    good = [c.RankOutput(o.rows, None, o.meta) for o in build(seqs, [4, 0, 4], 2)]
+    good = [b.RankOutput(o.rows, None, o.meta) for o in build(seqs, [4, 0, 4], 2)]
     c.check_pack(seqs, good, {"cp_size": 2})
-    bad = [c.RankOutput(o.rows.copy(), None, o.meta) for o in good]
+    bad = [b.RankOutput(o.rows.copy(), None, o.meta) for o in good]
     bad[0].rows[0] = 9
     with pytest.raises(RuleViolation, match="R-CONSUMER"):
         c.check_pack(seqs, bad, {"cp_size": 2})
