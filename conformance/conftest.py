@@ -124,10 +124,19 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    outcome: BaseException | None = None
     try:
         return (yield)
+    except BaseException as exc:
+        outcome = exc
+        raise
     finally:
-        _shrink_side_failures(item)
+        if not isinstance(outcome, KeyboardInterrupt):  # Ctrl-C starts no search
+            _shrink_side_failures(item)
+
+
+# How a test ends other than by passing: an error, a failed check, a skip.
+_ENDS = (Exception, pytest.skip.Exception, pytest.fail.Exception)
 
 
 def _shrink_side_failures(item: pytest.Item) -> None:
@@ -146,7 +155,7 @@ def _shrink_side_failures(item: pytest.Item) -> None:
             with raising(key):
                 try:
                     item.runtest()
-                except Exception:  # found again (or not): the shortest input is recorded
+                except _ENDS:  # found again (or not): the shortest input is recorded
                     pass
     finally:
         handle.inner_test = inner
@@ -163,7 +172,7 @@ def _only(inner: Callable[..., Any], key: tuple[str, ...]) -> Callable[..., Any]
                 raise
         except HypothesisException:  # assume() and hypothesis' own control flow
             raise
-        except (Exception, pytest.skip.Exception, pytest.fail.Exception):
+        except _ENDS:
             pass
         reject()
     return run
