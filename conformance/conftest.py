@@ -168,7 +168,7 @@ def _only(inner: Callable[..., Any], key: tuple[str, ...]) -> Callable[..., Any]
         try:
             return inner(*args, **kwargs)
         except RuleViolation as exc:
-            if tuple(sorted(exc.rules)) == key:
+            if exc.key == key:
                 raise
         except HypothesisException:  # assume() and hypothesis' own control flow
             raise

@@ -224,7 +224,7 @@ def _check_real_cu_seqlens(case: PackCase) -> None:
     seqs, got = _run(case)
     if _gives(got, "cu_seqlens"):
         buffer.check_real_cu_seqlens([int(s.shape[0]) for s in seqs], got,
-                                       buffer.padded_bounds(got))
+                                     buffer.padded_bounds(got))
 
 
 def _check_max_seqlen(case: PackCase) -> None:

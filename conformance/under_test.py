@@ -33,6 +33,11 @@ class RuleViolation(AssertionError):
         super().__init__(f"{message} [{', '.join(sorted(rules))}]")
         self.rules = frozenset(rules)
 
+    @property
+    def key(self) -> tuple[str, ...]:
+        """The rules, sorted: what tells one failure met on a test's way from another."""
+        return tuple(sorted(self.rules))
+
 
 class TargetError(Exception):
     """The target crashed outside its own validation, or returned what the protocol does not
@@ -74,8 +79,7 @@ def note_violation(violation: RuleViolation, case: PackCase) -> None:
     shortest input per set of rules, written as hypothesis writes it) and fails the test.
     While conftest.py searches the test again for this set of rules alone (`raising`), the
     failure is raised too, so that hypothesis shrinks it."""
-    given = f"case={case!r}"
-    key = tuple(sorted(violation.rules))
+    given, key = f"case={case!r}", violation.key
     old = _STATE["side"].get(key)
     if old is None or len(given) < len(old["input"]):
         _STATE["side"][key] = {"rules": list(key), "message": str(violation), "input": given}
@@ -85,7 +89,7 @@ def note_violation(violation: RuleViolation, case: PackCase) -> None:
 
 @contextlib.contextmanager
 def raising(rules: tuple[str, ...]) -> Iterator[None]:
-    """Within: `note_violation` raises a failure of exactly `rules` (sorted) as well."""
+    """Within: `note_violation` raises a failure whose `key` is `rules` as well."""
     _STATE["raise"] = rules
     try:
         yield
