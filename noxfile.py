@@ -76,7 +76,8 @@ def tests(session: nox.Session) -> None:
     session.run("pytest", "tests", *session.posargs)
     for target in ("impl", "reference"):
         session.run(
-            "pytest", "conformance", "--target", target, "--hypothesis-profile=ci", *session.posargs
+            "pytest", "thd_packing/conformance", "--target", target, "--hypothesis-profile=ci",
+            *session.posargs
         )
 
 
@@ -100,7 +101,7 @@ def conformance(session: nox.Session) -> None:
         # Not the default: on the shared 2-core machine -n 2 was no faster (README, Profiles).
         session.install("pytest-xdist>=3.5")
     try:
-        session.run("pytest", "conformance", *args)
+        session.run("pytest", "thd_packing/conformance", *args)
     except CommandFailed:
         if name and name not in ("impl", "reference"):
             session.log(f"conformance: target {name!r} fails rules, so this session fails by "
@@ -171,5 +172,4 @@ def lint(session: nox.Session) -> None:
     """ruff and mypy over the project."""
     session.install("-e", ".[test,lint]")  # mypy sees the real pytest, hypothesis, megatron types
     session.run("ruff", "check", ".")
-    session.run("mypy", "reference", "impl", "spec", "conformance", "peers", "bench",
-                "gpu_tests", "mutation")
+    session.run("mypy", "thd_packing", "impl", "bench", "gpu_tests", "mutation")

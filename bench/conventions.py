@@ -17,7 +17,7 @@ from itertools import product
 import torch
 
 import impl
-from reference import segments_from_position_ids
+from thd_packing.reference import segments_from_position_ids
 
 from .buckets import BucketReport, evaluate
 from .settings import PackSettings

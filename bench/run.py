@@ -56,7 +56,7 @@ def make_batch(batch: int, payload: str, seed: int, device: str) -> list[torch.T
 def load_verl() -> tuple[Any, Any]:
     """verl 0.9.1's util.py, loaded standalone as the conformance suite loads it, and its fake
     Megatron parallel state."""
-    from peers.verl import FakeParallelState, load_util
+    from thd_packing.peers.verl import FakeParallelState, load_util
 
     with warnings.catch_warnings():  # megatron-core's import-time notices, not ours
         warnings.filterwarnings("ignore", "Transformer Engine and Apex are not installed")

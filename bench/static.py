@@ -24,7 +24,7 @@ def arith_module(name: str) -> ModuleType:
     """The module whose ``plan_thd``/``PackConfig`` do the arithmetic (impl or reference)."""
     if name not in ("impl", "reference"):
         raise ValueError(f"arithmetic backend must be 'impl' or 'reference', got {name!r}")
-    return importlib.import_module(name)
+    return importlib.import_module({"impl": "impl", "reference": "thd_packing.reference"}[name])
 
 
 def try_plan(mod: ModuleType, lengths: Sequence[int], settings: PackSettings,

@@ -41,7 +41,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from mutation.record import NOT_MUTATED, ROOT, SUMMARY, per_file, read_record  # noqa: E402
 
-COPY = ("impl", "reference", "conformance", "spec", "tests", "pyproject.toml")
+COPY = ("impl", "thd_packing", "tests", "pyproject.toml")
 # The suite on impl, and impl's own tests (torch-native inputs no protocol method carries).
 # mutmut runs the tests once in its own process, then forks a child per mutant: a real process
 # group made in that first run is inherited by every child, which then hangs joining its
@@ -49,12 +49,10 @@ COPY = ("impl", "reference", "conformance", "spec", "tests", "pyproject.toml")
 SETUP_CFG = """[mutmut]
 source_paths = impl/
 pytest_add_cli_args_test_selection =
-    conformance/
+    thd_packing/conformance/
     tests/impl/
 also_copy =
-    conformance/
-    reference/
-    spec/
+    thd_packing/
     tests/
 pytest_add_cli_args =
     --target=impl
@@ -63,8 +61,8 @@ pytest_add_cli_args =
     no:cacheprovider
     -p
     no:xdist
-    --deselect=conformance/test_distributed.py
-    --deselect=conformance/test_model.py
+    --deselect=thd_packing/conformance/test_distributed.py
+    --deselect=thd_packing/conformance/test_model.py
     --deselect=tests/impl/test_vendoring.py
     --deselect=tests/impl/test_megatron.py::test_real_single_process_group
     --report-dir=mutation-reports
@@ -73,7 +71,7 @@ GOAL = 0.95
 # Survivors re-checked with the distributed test: the functions only a real group reaches.
 DISTRIBUTED_ONLY = re.compile(
     r"(^|\.)megatron\.x_(postprocess_thd_engine|postprocess_packed_seqs|_cp_info)__mutmut_\d+$")
-DISTRIBUTED_TEST = ("-m", "pytest", "conformance/test_distributed.py", "--target=impl",
+DISTRIBUTED_TEST = ("-m", "pytest", "thd_packing/conformance/test_distributed.py", "--target=impl",
                     "--hypothesis-profile=ci", "-p", "no:cacheprovider", "-p", "no:xdist",
                     "-x", "-q", "--report-dir=mutation-reports-distributed")
 

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 import impl
-import reference
 from bench import plan as planner
 from bench.lengths import synthetic_stream
+from thd_packing import reference
 
 BUCKETS = (None, 1, 3, 16, 100, 512, 1024)
 

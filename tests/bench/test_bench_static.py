@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-import reference
 from bench import plan as planner
 from bench.conventions import compare_conventions, convention_grid, parse_fp8
 from bench.lengths import synthetic_stream
 from bench.settings import PackSettings
 from bench.static import recommend_max_num_seqs
+from thd_packing import reference
 
 
 def _refuses(lengths: list[int], settings: PackSettings, n: int) -> bool:

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-import reference
 from bench.compile_probe import HIDDEN, PaddedSDPAProbe, make_probe, measure_compile
 from bench.settings import PackSettings
+from thd_packing import reference
 
 
 def _batches() -> list[list[int]]:

@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from conformance import buffer as b
-from conformance import contract as c
-from conformance.under_test import RuleViolation, TargetError
+from thd_packing.conformance import buffer as b
+from thd_packing.conformance import contract as c
+from thd_packing.conformance.under_test import RuleViolation, TargetError
 
 
 def canonical(lengths: list[int]) -> list[np.ndarray]:

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from conformance.compare import names_field, names_number, names_object, outcome
-from conformance.protocol import METHODS
-from conformance.rejections import IfCap, Named, Row, base_config, rows
-from conformance.targets.reference import ReferenceTarget
-from conformance.test_rejections import call
+from thd_packing.conformance.compare import names_field, names_number, names_object, outcome
+from thd_packing.conformance.protocol import METHODS
+from thd_packing.conformance.rejections import IfCap, Named, Row, base_config, rows
+from thd_packing.conformance.targets.reference import ReferenceTarget
+from thd_packing.conformance.test_rejections import call
 
 BASE = base_config(frozenset({"zigzag"}))
 

@@ -21,9 +21,9 @@ import torch
 from hypothesis import settings
 
 import impl
-from conformance.plugin import CI_EXAMPLES
-from conformance.protocol import Config, Meta, Packed, capabilities, plain_meta
-from conformance.targets.impl import (
+from thd_packing.conformance.plugin import CI_EXAMPLES
+from thd_packing.conformance.protocol import Config, Meta, Packed, capabilities, plain_meta
+from thd_packing.conformance.targets.impl import (
     ImplTarget,
     as_tensor,
     packed,
@@ -149,7 +149,7 @@ def newer_megatron(cp_rank: int, group_size: int = 0,
 
 def _megatron() -> Any:
     """The impl target's Megatron helpers, imported on first use (megatron-core with them)."""
-    from conformance.targets import _megatron_impl
+    from thd_packing.conformance.targets import _megatron_impl
 
     return _megatron_impl
 

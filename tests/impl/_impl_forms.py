@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from conformance.targets.impl import tensor
+from thd_packing.conformance.targets.impl import tensor
 
 
 class PlainSubclass(torch.Tensor):

@@ -17,7 +17,7 @@ def suite_target() -> Iterator[Any]:
     """The suite's target set to impl with its API beyond the protocol (`_impl_api.IMPL`) for
     one module, whose checks read it through conformance's helpers; the previous one restored
     (a run that also collects the suite, such as the mutation runner's, keeps its own)."""
-    from conformance import under_test
+    from thd_packing.conformance import under_test
 
     from ._impl_api import IMPL
 

@@ -68,7 +68,7 @@ def test_no_elementwise_pass_over_the_rows(
     padding rows; and the result is the reference's."""
     import numpy as np
 
-    import reference as ref
+    from thd_packing import reference as ref
 
     gen = torch.Generator().manual_seed(15)
     lengths = torch.randint(1, 4096, (96,), generator=gen).tolist()

@@ -14,12 +14,12 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-import reference
-from conformance.compare import meta_mismatches, names_field, outcome
-from conformance.protocol import plain_meta
-from conformance.running import call_target, run_reference
-from conformance.strategies import Batch, PackCase, configs, pack_cases
-from conformance.under_test import RuleViolation, TargetError
+from thd_packing import reference
+from thd_packing.conformance.compare import meta_mismatches, names_field, outcome
+from thd_packing.conformance.protocol import plain_meta
+from thd_packing.conformance.running import call_target, run_reference
+from thd_packing.conformance.strategies import Batch, PackCase, configs, pack_cases
+from thd_packing.conformance.under_test import RuleViolation, TargetError
 
 from ._impl_api import CAPS, HOST, IMPL, VALUELESS, VALUELESS_FORMS, ci_settings
 

@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-import reference
-from conformance.compare import names_field, outcome, same_bits
-from conformance.under_test import RuleViolation
+from thd_packing import reference
+from thd_packing.conformance.compare import names_field, outcome, same_bits
+from thd_packing.conformance.under_test import RuleViolation
 
 from ._impl_api import IMPL
 

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-import reference
-from conformance.compare import (
+from thd_packing import reference
+from thd_packing.conformance.compare import (
     check_meta,
     check_positions,
     check_rows,
@@ -25,15 +25,15 @@ from conformance.compare import (
     outcome,
     same_value,
 )
-from conformance.running import (
+from thd_packing.conformance.running import (
     RankResult,
     call_target,
     readable_output,
     run_reference,
     valid_input_rules,
 )
-from conformance.strategies import INT32_MAX, Batch, PackCase, pack_cases
-from conformance.under_test import RuleViolation, as_tuple, assume_declared
+from thd_packing.conformance.strategies import INT32_MAX, Batch, PackCase, pack_cases
+from thd_packing.conformance.under_test import RuleViolation, as_tuple, assume_declared
 
 from ._impl_api import CAPS, IMPL, ci_settings
 

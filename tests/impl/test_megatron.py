@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import impl
-import reference as ref
+from thd_packing import reference as ref
 
 pytest.importorskip("megatron.core")
 from megatron.core import packed_seq_params as psp_module  # noqa: E402

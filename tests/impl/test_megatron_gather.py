@@ -10,12 +10,18 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-import reference
-from conformance.compare import check_local_grad, names_field, names_number, outcome, same_bits
-from conformance.protocol import CONVENTION_CAPABILITIES, plain_meta
-from conformance.running import ref_config, run_reference
-from conformance.strategies import Batch, PackCase, batches, configs, pack_cases
-from conformance.under_test import RuleViolation
+from thd_packing import reference
+from thd_packing.conformance.compare import (
+    check_local_grad,
+    names_field,
+    names_number,
+    outcome,
+    same_bits,
+)
+from thd_packing.conformance.protocol import CONVENTION_CAPABILITIES, plain_meta
+from thd_packing.conformance.running import ref_config, run_reference
+from thd_packing.conformance.strategies import Batch, PackCase, batches, configs, pack_cases
+from thd_packing.conformance.under_test import RuleViolation
 
 pytest.importorskip("megatron.core")
 from ._impl_api import CAPS as ALL_CAPS  # noqa: E402

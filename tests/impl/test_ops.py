@@ -306,7 +306,7 @@ def test_padding_fill_paths_agree_with_reference(
     """R-ROW-1, R-ROW-2: every way of writing pad_value gives the reference's rows."""
     import numpy as np
 
-    import reference as ref
+    from thd_packing import reference as ref
 
     seqs = [torch.arange(n, dtype=torch.float32).reshape(n, 1).repeat(1, 3) + 1 for n in lengths]
     batch: Any = seqs
@@ -397,7 +397,7 @@ def test_padding_run_as_long_as_the_source(
     import numpy as np
 
     import impl.pack as pack_module
-    import reference as ref
+    from thd_packing import reference as ref
 
     calls: list[int] = []
     own = pack_module.gather_index

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-import reference
-from conformance.protocol import plain_meta
-from conformance.running import ref_config
-from conformance.strategies import configs
-from conformance.under_test import RuleViolation
+from thd_packing import reference
+from thd_packing.conformance.protocol import plain_meta
+from thd_packing.conformance.running import ref_config
+from thd_packing.conformance.strategies import configs
+from thd_packing.conformance.under_test import RuleViolation
 
 from ._impl_api import CAPS, IMPL, ci_settings
 

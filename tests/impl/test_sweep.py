@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import impl
-import reference as ref
+from thd_packing import reference as ref
 
 DTYPES = ["int64", "int32", "uint8", "float32", "float16", "float64", "bool", "complex64"]
 

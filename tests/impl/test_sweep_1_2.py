@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import impl
-import reference as ref
+from thd_packing import reference as ref
 
 FP8 = [False, True, "tensor", "mxfp8", "block", "nvfp4"]
 

@@ -15,9 +15,9 @@ import pytest
 import torch
 
 import impl
-from reference import segments_from_position_ids
-from spec.examples import canonical_values, examples, vector_files
-from spec.vectors.generate import canonical_batch, masked_batch
+from thd_packing.reference import segments_from_position_ids
+from thd_packing.spec.examples import canonical_values, examples, vector_files
+from thd_packing.spec.vectors.generate import canonical_batch, masked_batch
 
 VECTORS = [json.loads(p.read_text()) for p in vector_files()]
 

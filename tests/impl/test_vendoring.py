@@ -12,7 +12,7 @@ import textwrap
 from pathlib import Path
 
 import impl
-from spec.examples import SPEC_VERSION
+from thd_packing.spec.examples import SPEC_VERSION
 
 IMPL_DIR = Path(impl.__file__).resolve().parent
 FILES = sorted(IMPL_DIR.glob("*.py"))

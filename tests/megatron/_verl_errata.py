@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import reference
-from reference.rowmap import row_map
+from thd_packing import reference
+from thd_packing.reference.rowmap import row_map
 
 
 def erratum_slots(lengths: list[int], cfg: reference.PackConfig, rank: int,

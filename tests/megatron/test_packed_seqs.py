@@ -99,7 +99,7 @@ def test_sweep_against_the_wheel(state: FakeParallelState) -> None:
     """Every rank, tp 1-3, cp 1-4, FP8 on and off, left / right / scattered masks, trailing
     dims: rows, PackedSeqParams and postprocess equal verl 0.9.1's; the round trip returns
     the masked tokens."""
-    from peers.verl import FakeParallelState, load_util
+    from thd_packing.peers.verl import FakeParallelState, load_util
 
     util = load_util()
     rng = random.Random(5)

@@ -18,15 +18,15 @@ import numpy as np
 import pytest
 import torch
 
-import reference as ref
+from thd_packing import reference as ref
 
 pytest.importorskip("megatron.core")
 from megatron.core import packed_seq_params as psp_module  # noqa: E402
 from megatron.core import parallel_state  # noqa: E402
 
-from conformance._megatron_slots import slot_values  # noqa: E402
-from conformance.targets._megatron_view import KwargsParams  # noqa: E402
 from impl import megatron as adapter  # noqa: E402
+from thd_packing.conformance._megatron_slots import slot_values  # noqa: E402
+from thd_packing.conformance.targets._megatron_view import KwargsParams  # noqa: E402
 
 from ._verl_errata import erratum_slots  # noqa: E402
 
@@ -68,7 +68,7 @@ def _call(fn: Any, c: dict[str, Any]) -> tuple[list[int], list[int], list[int]]:
 @needs_verl
 @pytest.mark.rules("R-MEG-6", "R-MEG-7", "R-MEG-4")
 def test_sweep_against_the_wheel(monkeypatch: pytest.MonkeyPatch) -> None:
-    from peers.verl import FakeParallelState, load_util
+    from thd_packing.peers.verl import FakeParallelState, load_util
 
     util = load_util(KwargsParams)
     state = FakeParallelState(1, 1, 0)

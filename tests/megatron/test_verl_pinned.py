@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import torch
 
-import reference as ref
+from thd_packing import reference as ref
 
 pytest.importorskip("megatron.core")
 from megatron.core import packed_seq_params as psp_module  # noqa: E402

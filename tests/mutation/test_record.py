@@ -92,7 +92,7 @@ def test_the_runners_pytest_command_collects(tmp_path: Path) -> None:
         cwd=run.ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     collected = proc.stdout.splitlines()
-    assert any(t.startswith("conformance/") for t in collected)
+    assert any(t.startswith("thd_packing/conformance/") for t in collected)
     assert any(t.startswith("tests/impl/") for t in collected)
 
 

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def target():  # type: ignore[no-untyped-def]
-    from peers.areal import ArealTarget
+    from thd_packing.peers.areal import ArealTarget
     return ArealTarget()
 
 

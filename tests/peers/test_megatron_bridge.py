@@ -24,7 +24,7 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def target():  # type: ignore[no-untyped-def]
-    from peers.megatron_bridge import MegatronBridgeTarget
+    from thd_packing.peers.megatron_bridge import MegatronBridgeTarget
     return MegatronBridgeTarget()
 
 

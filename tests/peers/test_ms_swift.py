@@ -30,7 +30,7 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def target():  # type: ignore[no-untyped-def]
-    from peers.ms_swift import MsSwiftTarget
+    from thd_packing.peers.ms_swift import MsSwiftTarget
     return MsSwiftTarget()
 
 

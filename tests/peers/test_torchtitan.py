@@ -24,7 +24,7 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def target():  # type: ignore[no-untyped-def]
-    from peers.torchtitan import TARGET
+    from thd_packing.peers.torchtitan import TARGET
 
     return TARGET()
 

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def target():  # type: ignore[no-untyped-def]
-    from peers.torchtune import TARGET
+    from thd_packing.peers.torchtune import TARGET
 
     return TARGET()
 

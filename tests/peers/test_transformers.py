@@ -20,7 +20,7 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def target():  # type: ignore[no-untyped-def]
-    from peers.transformers import TARGET
+    from thd_packing.peers.transformers import TARGET
 
     return TARGET()
 

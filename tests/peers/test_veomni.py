@@ -26,7 +26,7 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def target():  # type: ignore[no-untyped-def]
-    from peers.veomni import TARGET
+    from thd_packing.peers.veomni import TARGET
 
     return TARGET()
 

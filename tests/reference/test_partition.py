@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import reference as ref
+from thd_packing import reference as ref
 
 FAST = settings(max_examples=80, derandomize=True, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow])

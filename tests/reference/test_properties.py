@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import reference as ref
+from thd_packing import reference as ref
 
 INT32_MAX = 2**31 - 1
 LAYOUTS = ("zigzag", "contiguous")

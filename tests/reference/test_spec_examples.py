@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-import reference as ref
-from spec.examples import canonical_values, examples
+from thd_packing import reference as ref
+from thd_packing.spec.examples import canonical_values, examples
 
 EXAMPLES = examples()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from spec.examples import ERRATA_FILE, RULE_ID, SPEC_VERSION, rule_ids
+from thd_packing.spec.examples import ERRATA_FILE, RULE_ID, SPEC_VERSION, rule_ids
 
 ROOT = Path(__file__).resolve().parents[2]
 ADAPTER_ONLY = {rule for rule in rule_ids() if rule.startswith("R-MEG-")}  # spec section 12
@@ -22,7 +22,7 @@ def test_rule_ids_unique_and_well_formed() -> None:
 
 def test_reference_cites_every_rule() -> None:
     cited: set[str] = set()
-    for path in (ROOT / "reference").glob("*.py"):
+    for path in (ROOT / "thd_packing" / "reference").glob("*.py"):
         cited.update(RULE_ID.findall(path.read_text()))
     missing = set(rule_ids()) - ADAPTER_ONLY - DEVICE_ONLY - cited
     assert not missing, f"rules the reference does not cite: {sorted(missing)}"
@@ -35,16 +35,17 @@ def test_errata_cite_defined_rules() -> None:
 
 
 def test_versions_agree() -> None:
-    import reference
+    from thd_packing import reference
 
     assert reference.SPEC_VERSION == SPEC_VERSION
-    assert f"version {SPEC_VERSION}" in (ROOT / "spec" / "thd-packing.md").read_text()
+    spec = ROOT / "thd_packing" / "spec" / "thd-packing.md"
+    assert f"version {SPEC_VERSION}" in spec.read_text()
 
 
 def test_device_rules_have_impl_tests() -> None:
     """Spec section 1a's rules are a device API's: the suite leaves them out, impl's own tests
     (tests/impl/, on torch's `meta` device) cite each one."""
-    from conformance.rules import cited_rules
+    from thd_packing.conformance.rules import cited_rules
 
     cited = cited_rules((ROOT / "tests" / "impl").glob("test_*.py"))
     missing = sorted(DEVICE_ONLY - set(cited))

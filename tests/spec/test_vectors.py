@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from spec.examples import rule_ids, vector_files
-from spec.vectors import generate
+from thd_packing.spec.examples import rule_ids, vector_files
+from thd_packing.spec.vectors import generate
 
 # Rules about the Megatron adapter bind impl/megatron.py and upstream verl, not the reference;
 # tests/impl and the conformance suite check them.

@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from conformance.contract import segment_batch, segment_lengths
-from conformance.protocol import VALIDATION, Declared, Packed
-from conformance.targets.impl import ImplTarget
-from conformance.targets.reference import ReferenceTarget
+from thd_packing.conformance.contract import segment_batch, segment_lengths
+from thd_packing.conformance.protocol import VALIDATION, Declared, Packed
+from thd_packing.conformance.targets.impl import ImplTarget
+from thd_packing.conformance.targets.reference import ReferenceTarget
 
 # Labels and pad values; the validation tests (R-ERR-*) are not these targets' subject.
 CORE = frozenset({"need_roll", "pad_value"})

@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-import reference
-from conformance.protocol import VALIDATION, Declared, Packed, plain_meta
-from conformance.targets.reference import ReferenceTarget, plan_from_meta
+from thd_packing import reference
+from thd_packing.conformance.protocol import VALIDATION, Declared, Packed, plain_meta
+from thd_packing.conformance.targets.reference import ReferenceTarget, plan_from_meta
 
 # Labels and pad values; the validation tests (R-ERR-*) are not these targets' subject.
 CORE = frozenset({"need_roll", "pad_value"})

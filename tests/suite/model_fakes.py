@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-import reference
-from conformance.targets.reference import ReferenceTarget
+from thd_packing import reference
+from thd_packing.conformance.targets.reference import ReferenceTarget
 
 
 def _parts(result: Any) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
@@ -142,7 +142,7 @@ class FlatRollMaskTarget(ReferenceTarget):
 
     def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,
              pad_value: Any = 0) -> Any:
-        from conformance.protocol import Packed
+        from thd_packing.conformance.protocol import Packed
 
         got = super().pack(seqs, config, cp_rank, need_roll=False, pad_value=pad_value)
         if not need_roll:

@@ -14,9 +14,9 @@ def test_trailing_segment_gets_a_rule_verdict(tmp_path: Path) -> None:
     """B + 1 padded segments (the total padding as its own segment) is R-META-1 / R-META-3,
     never a crash of a check (zip() of B lengths with B + 1 segments)."""
     report = run_suite("fake_targets:TrailingSegmentTarget", tmp_path,
-                       "conformance/test_differential.py::test_plan_alignment_matches_reference",
-                       "conformance/test_differential.py::test_pack_matches_reference",
-                       "conformance/test_invariants.py")
+                       "thd_packing/conformance/test_differential.py::test_plan_alignment_matches_reference",
+                       "thd_packing/conformance/test_differential.py::test_pack_matches_reference",
+                       "thd_packing/conformance/test_invariants.py")
     crashed = [t for t in report["tests"] if t["status"] in ("error", "target-error")]
     assert not crashed, crashed
     assert report["rules"]["R-META-3"]["status"] == "fail", report["rules"]["R-META-3"]
@@ -30,9 +30,9 @@ def test_crash_is_a_target_error(tmp_path: Path) -> None:
     """A pack that raises ZeroDivisionError on valid cases: every differential test is a
     target error with the traceback, and no rule is charged with it."""
     report = run_suite("fake_targets:CrashingTarget", tmp_path,
-                       "conformance/test_differential.py::test_plan_alignment_matches_reference",
-                       "conformance/test_differential.py::test_pack_matches_reference",
-                       "conformance/test_differential.py::test_zero_length_sequences_match_reference")
+                       "thd_packing/conformance/test_differential.py::test_plan_alignment_matches_reference",
+                       "thd_packing/conformance/test_differential.py::test_pack_matches_reference",
+                       "thd_packing/conformance/test_differential.py::test_zero_length_sequences_match_reference")
     ran = [t for t in report["tests"] if t["status"] not in ("declined", "skip")]
     assert ran and all(t["status"] == "target-error" for t in ran), ran
     assert all(not t["rules"] for t in ran)
@@ -49,13 +49,14 @@ def test_convention_bugs_are_charged_to_their_rules(tmp_path: Path) -> None:
     in seq_align='cp' (R-ALIGN-5), the padding segment's position ids (R-TAIL-2)."""
     report = run_suite(
         "fake_targets:ConventionBugsTarget", tmp_path,
-        "conformance/test_contract.py::test_contract_fp8_split",
-        "conformance/test_differential.py::test_plan_fp8_recipes_match_reference",
-        "conformance/test_differential.py::test_plan_seq_align_cp_matches_reference",
-        "conformance/test_differential.py::test_tail_segment_matches_reference",
-        "conformance/test_differential.py::test_static_metadata_matches_reference",
-        "conformance/test_minimal_total.py", "conformance/test_static_metadata.py",
-        "conformance/test_rejections.py")
+        "thd_packing/conformance/test_contract.py::test_contract_fp8_split",
+        "thd_packing/conformance/test_differential.py::test_plan_fp8_recipes_match_reference",
+        "thd_packing/conformance/test_differential.py::test_plan_seq_align_cp_matches_reference",
+        "thd_packing/conformance/test_differential.py::test_tail_segment_matches_reference",
+        "thd_packing/conformance/test_differential.py::test_static_metadata_matches_reference",
+        "thd_packing/conformance/test_minimal_total.py",
+        "thd_packing/conformance/test_static_metadata.py",
+        "thd_packing/conformance/test_rejections.py")
     crashed = [t for t in report["tests"] if t["status"] in ("error", "target-error")]
     assert not crashed, crashed
     rules = report["rules"]
@@ -70,7 +71,7 @@ def test_spec_example_mismatch_is_charged_to_its_fields_rule(tmp_path: Path) -> 
     """A wrong max_seqlen fails the worked examples on R-META-4 (or R-STATIC-2 under
     max_seqlen='total') only, never on the other rules an example is tagged with."""
     report = run_suite("fake_targets:WrongMaxSeqlenTarget", tmp_path,
-                       "conformance/test_spec_examples.py")
+                       "thd_packing/conformance/test_spec_examples.py")
     failed = [t for t in report["tests"] if t["status"] == "fail"]
     assert failed, report["tests"]
     wrong = [t for t in failed if not set(t["rules"]) <= {"R-META-4", "R-STATIC-2"}]
@@ -104,7 +105,7 @@ def test_rows_are_judged_on_the_plan_the_target_reports(tmp_path: Path) -> None:
     the rows on that plan, so sharding, rows and position ids pass instead of being blocked by
     the plan, and the plan's failure is reported beside them. The same plan with reversed rows
     fails R-ROW-1 there: judging on the target's plan still finds row bugs."""
-    tests = [f"conformance/test_differential.py::{name}" for name in ROW_TESTS]
+    tests = [f"thd_packing/conformance/test_differential.py::{name}" for name in ROW_TESTS]
     right = run_suite("fake_targets:PadsOneBlockMoreTarget", tmp_path / "right", *tests)
     _only_side_failures(right, {"R-TOTAL-4", "R-TOTAL-5", "R-META-3", "R-META-5"})
     rules = right["rules"]
@@ -122,7 +123,7 @@ def test_a_wrong_slot_of_another_rule_blocks_no_row_test(tmp_path: Path) -> None
     the combined row test, which does not cite R-TAIL-2, judges its own rules to the end and
     reports R-TAIL-2 failed on its way (before, R-TAIL-2 blocked them)."""
     report = run_suite("fake_targets:SegmentIdsZeroTarget", tmp_path,
-                       *(f"conformance/test_differential.py::{name}"
+                       *(f"thd_packing/conformance/test_differential.py::{name}"
                          for name in (*ROW_TESTS, "test_tail_segment_matches_reference")),
                        profile="ci")
     rules = report["rules"]
@@ -140,7 +141,7 @@ def test_a_failure_met_on_the_way_is_reported_and_fails_the_run(tmp_path: Path) 
     real rows and position ids: the zigzag test judges its own rules to the end (R-SHARD-2
     passes), reports R-ROW-2 failed with its input, and pytest fails it."""
     report = run_suite("fake_targets:PaddingOffByOneTarget", tmp_path,
-                       "conformance/test_differential.py::test_zigzag_matches_reference")
+                       "thd_packing/conformance/test_differential.py::test_zigzag_matches_reference")
     rules = report["rules"]
     assert rules["R-SHARD-2"]["status"] == "pass", rules["R-SHARD-2"]
     assert rules["R-ROW-2"]["status"] == "fail", rules["R-ROW-2"]
@@ -154,7 +155,7 @@ def test_a_failure_met_on_the_way_is_shrunk(tmp_path: Path) -> None:
     does not cite R-ROW-2: the report gives the input hypothesis shrinks that failure to alone
     (four sequences, one token between them), not the first one the search met."""
     report = run_suite("fake_targets:ManySequencesPaddingTarget", tmp_path,
-                       "conformance/test_differential.py::test_zigzag_matches_reference",
+                       "thd_packing/conformance/test_differential.py::test_zigzag_matches_reference",
                        profile="ci")
     side = [s for t in report["tests"] for s in t.get("side_failures", [])]
     assert [s["rules"] for s in side] == [["R-ROW-2"]], side

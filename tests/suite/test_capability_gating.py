@@ -10,9 +10,9 @@ from pathlib import Path
 
 from hypothesis import given, settings
 
-from conformance import strategies as s
-from conformance.protocol import CAPABILITIES
-from conformance.rules import UNDER_FEATURE, suite_rules
+from thd_packing.conformance import strategies as s
+from thd_packing.conformance.protocol import CAPABILITIES
+from thd_packing.conformance.rules import UNDER_FEATURE, suite_rules
 
 ROOT = Path(__file__).resolve().parents[2]
 NONE = frozenset({"need_roll", "pad_value"})
@@ -21,7 +21,8 @@ NONE = frozenset({"need_roll", "pad_value"})
 def run_suite(target: str, report_dir: Path, *paths: str, profile: str = "dev") -> dict:
     """Run the conformance suite (dev profile, or `profile`: ci is derandomized) on `target`;
     the JSON report it wrote."""
-    cmd = [sys.executable, "-m", "pytest", *(paths or ("conformance",)), "--target", target,
+    cmd = [sys.executable, "-m", "pytest", *(paths or ("thd_packing/conformance",)), "--target",
+           target,
            f"--hypothesis-profile={profile}", "--report-dir", str(report_dir), "-q",
            "-p", "no:cacheprovider"]
     # The fake targets are imported from this folder (a site-packages `tests` package shadows
@@ -47,8 +48,10 @@ def test_declined_features_never_fail(tmp_path: Path) -> None:
     NotImplementedError for them): no failure at all, and the rules whose only tests are about
     those features are reported "declined", naming them."""
     report = run_suite("fake_declarations:DecliningTarget", tmp_path,
-                       "conformance/test_differential.py", "conformance/test_invariants.py",
-                       "conformance/test_spec_examples.py", "conformance/test_rejections.py")
+                       "thd_packing/conformance/test_differential.py",
+                       "thd_packing/conformance/test_invariants.py",
+                       "thd_packing/conformance/test_spec_examples.py",
+                       "thd_packing/conformance/test_rejections.py")
     failed = [t for t in report["tests"] if t["status"] not in ("pass", "declined", "skip")]
     assert not failed, failed
     rules = report["rules"]
@@ -63,7 +66,7 @@ def test_need_roll_type_check_can_be_declined(tmp_path: Path) -> None:
     """A packer that leaves need_roll's type to its callers declares it (validated_elsewhere
     "need_roll_type"): the rejection test is declined, not an R-ERR-1 failure."""
     report = run_suite("fake_declarations:LenientRollTarget", tmp_path,
-                       "conformance/test_rejections.py")
+                       "thd_packing/conformance/test_rejections.py")
     roll = [t for t in report["tests"] if "-need_roll=" in t["test"]]
     assert roll and {t["status"] for t in roll} == {"declined"}, roll
     assert report["rules"]["R-ERR-1"]["status"] == "pass", report["rules"]["R-ERR-1"]
@@ -73,9 +76,9 @@ def test_no_position_ids_is_no_crash(tmp_path: Path) -> None:
     """A target whose ranks give no position ids (Packed(position_ids=None)): the position
     checks go unchecked where they are missing, never a target error or a suite error."""
     report = run_suite("fake_declarations:NoPositionsTarget", tmp_path,
-                       "conformance/test_contract.py::test_contract_positions",
-                       "conformance/test_contract.py::test_contract_position_boundaries",
-                       "conformance/test_invariants.py::test_every_token_exactly_once")
+                       "thd_packing/conformance/test_contract.py::test_contract_positions",
+                       "thd_packing/conformance/test_contract.py::test_contract_position_boundaries",
+                       "thd_packing/conformance/test_invariants.py::test_every_token_exactly_once")
     bad = [t for t in report["tests"] if t["status"] not in ("pass", "skip", "declined")]
     assert not bad, bad
 
@@ -84,16 +87,17 @@ def test_position_ids_on_some_ranks_are_judged_there(tmp_path: Path) -> None:
     """A target with position ids at cp = 1 only (AReaL's case): the tests that also draw
     cp = 1 judge its position-id rules there (pass), only the CP-only test declines them."""
     report = run_suite("fake_declarations:NoPositionsTarget", tmp_path,
-                       "conformance/test_differential.py::test_pack_matches_reference",
-                       "conformance/test_differential.py::test_zigzag_matches_reference")
+                       "thd_packing/conformance/test_differential.py::test_pack_matches_reference",
+                       "thd_packing/conformance/test_differential.py::test_zigzag_matches_reference")
     statuses = {t["test"].split("::")[-1]: t["status"] for t in report["tests"]}
     assert statuses == {"test_pack_matches_reference": "pass",
                         "test_zigzag_matches_reference": "pass"}, statuses
     rule = report["rules"]["R-POS-2"]  # cited by both tests
     assert rule["status"] == "pass", rule
     assert rule["tests"] == {
-        "conformance/test_differential.py::test_pack_matches_reference": "pass",
-        "conformance/test_differential.py::test_zigzag_matches_reference": "declined"}, rule
+        "thd_packing/conformance/test_differential.py::test_pack_matches_reference": "pass",
+        "thd_packing/conformance/test_differential.py::test_zigzag_matches_reference":
+            "declined"}, rule
 
 
 def test_no_rule_of_a_declined_feature_passes(tmp_path: Path) -> None:
@@ -101,7 +105,8 @@ def test_no_rule_of_a_declined_feature_passes(tmp_path: Path) -> None:
     for every target and cite those rules (the contract's degenerate cases, the minimal total)
     do not report them passed; they are declined, and the rules those tests judge pass."""
     report = run_suite("fake_declarations:DecliningTarget", tmp_path,
-                       "conformance/test_contract.py", "conformance/test_minimal_total.py")
+                       "thd_packing/conformance/test_contract.py",
+                       "thd_packing/conformance/test_minimal_total.py")
     rules = report["rules"]
     for rule, cap in (("R-CONSUMER-5", "fp8"), ("R-CONSUMER-15", "labels_ignore"),
                       ("R-FP8-1", "fp8"), ("R-TOTAL-1", "fp8"), ("R-TAIL-1", "tail_segment")):
@@ -123,8 +128,8 @@ def test_contract_judges_position_ids_where_given(tmp_path: Path) -> None:
     them and reports R-CONSUMER-10 and R-PID-2 failed (a draw without them is not judged, and
     does not decline the whole test)."""
     report = run_suite("fake_declarations:RunOnPositionsTarget", tmp_path,
-                       "conformance/test_contract.py::test_contract_positions",
-                       "conformance/test_contract.py::test_contract_position_boundaries")
+                       "thd_packing/conformance/test_contract.py::test_contract_positions",
+                       "thd_packing/conformance/test_contract.py::test_contract_position_boundaries")
     for rule in ("R-CONSUMER-10", "R-PID-2"):
         assert report["rules"][rule]["status"] == "fail", (rule, report["rules"][rule])
 
@@ -133,8 +138,8 @@ def test_contract_judges_optional_meta_where_given(tmp_path: Path) -> None:
     """cu_seqlens and max_seqlen at cp = 1 only, wrong there: R-CONSUMER-8 and -9 fail on those
     draws (a draw without the fields is not judged, and does not skip the whole test); a
     target that never gives them has both declined, naming the field."""
-    tests = ("conformance/test_contract.py::test_contract_real_cu_seqlens",
-             "conformance/test_contract.py::test_contract_max_seqlen")
+    tests = ("thd_packing/conformance/test_contract.py::test_contract_real_cu_seqlens",
+             "thd_packing/conformance/test_contract.py::test_contract_max_seqlen")
     report = run_suite("fake_declarations:PaddedCuSeqlensAtCp1Target", tmp_path / "cp1", *tests,
                        profile="ci")
     for rule in ("R-CONSUMER-8", "R-CONSUMER-9"):
@@ -149,9 +154,9 @@ def test_no_position_ids_are_declined(tmp_path: Path) -> None:
     """A target that never gives position ids: the rules only position ids decide are reported
     declined ("returns no position ids"), never passed; its rows are still judged."""
     report = run_suite("fake_declarations:NoPositionIdsTarget", tmp_path,
-                       "conformance/test_differential.py::test_pack_matches_reference",
-                       "conformance/test_contract.py::test_contract_positions",
-                       "conformance/test_invariants.py::test_every_token_exactly_once")
+                       "thd_packing/conformance/test_differential.py::test_pack_matches_reference",
+                       "thd_packing/conformance/test_contract.py::test_contract_positions",
+                       "thd_packing/conformance/test_invariants.py::test_every_token_exactly_once")
     rules = report["rules"]
     for rule in ("R-POS-1", "R-POS-2", "R-POS-3", "R-CONSUMER-10"):
         assert rules[rule]["status"] == "declined", (rule, rules[rule])
@@ -168,7 +173,7 @@ def test_no_position_ids_are_declined(tmp_path: Path) -> None:
 def test_loss_mask_reading_the_last_token_fails(tmp_path: Path) -> None:
     """A loss mask that reads each sequence's last real token (a label from the next
     sequence) fails R-LABEL-3; the reference's own mask passes it."""
-    args = ("conformance/test_differential.py", "-k", "loss_mask")
+    args = ("thd_packing/conformance/test_differential.py", "-k", "loss_mask")
     bad = run_suite("fake_targets:LastTokenLossMaskTarget", tmp_path / "bad", *args)
     assert bad["rules"]["R-LABEL-3"]["status"] == "fail", bad["rules"]["R-LABEL-3"]
     good = run_suite("reference", tmp_path / "good", *args)

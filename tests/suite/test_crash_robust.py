@@ -28,7 +28,7 @@ def test_crash_and_dropped_empty_sequence_both_reported(tmp_path: Path) -> None:
     R-CONSUMER-7 on the draws that exclude the degenerate batches, and every other contract
     rule is judged (passes) instead of being blocked by the crash."""
     report = run_suite("fake_targets:EmptyBatchBugsTarget", tmp_path,
-                       "conformance/test_contract.py")
+                       "thd_packing/conformance/test_contract.py")
     assert _degenerate_errors(report), report["target_errors"]
     failed = {t["test"].split("::")[-1]: t for t in report["tests"] if t["status"] == "fail"}
     assert "R-CONSUMER-7" in failed["test_contract_tokens_nondegenerate"]["rules"], failed
@@ -45,9 +45,11 @@ def test_all_empty_batch_mishandled_blocks_no_other_rule(tmp_path: Path) -> None
     differential, contract and mask-form tests (and the contract's pinned all-empty examples),
     hypothesis shrinks no other property to that batch, and no rule is left blocked by it."""
     report = run_suite("fake_targets:PacksNothingForAllEmptyTarget", tmp_path,
-                       "conformance/test_differential.py", "conformance/test_invariants.py",
-                       "conformance/test_minimal_total.py", "conformance/test_contract.py",
-                       "conformance/test_mask_form.py")
+                       "thd_packing/conformance/test_differential.py",
+                       "thd_packing/conformance/test_invariants.py",
+                       "thd_packing/conformance/test_minimal_total.py",
+                       "thd_packing/conformance/test_contract.py",
+                       "thd_packing/conformance/test_mask_form.py")
     bad = {t["test"].split("::")[-1] for t in report["tests"]
            if t["status"] not in ("pass", "declined", "skip")}
     named = {"test_all_empty_batch_matches_reference[all-empty]",
@@ -76,9 +78,10 @@ def test_rows_per_rank_break_shows_past_an_empty_batch_crash(tmp_path: Path) -> 
     R-CONSUMER-1 and R-SHARD-4 are reported, the crash is a target error with its input, and
     the contract rules the wrong total does not touch (tp and FP8 splits, tokens, positions,
     labels, leaks) are judged, not blocked."""
-    report = run_suite("fake_targets:RowsPerRankTarget", tmp_path, "conformance/test_contract.py",
-                       "conformance/test_invariants.py::test_every_token_exactly_once",
-                       "conformance/test_invariants.py::"
+    report = run_suite("fake_targets:RowsPerRankTarget",
+                       tmp_path, "thd_packing/conformance/test_contract.py",
+                       "thd_packing/conformance/test_invariants.py::test_every_token_exactly_once",
+                       "thd_packing/conformance/test_invariants.py::"
                        "test_every_token_exactly_once_nondegenerate")
     rules = report["rules"]
     assert rules["R-CONSUMER-1"]["status"] == "fail", rules["R-CONSUMER-1"]
@@ -94,5 +97,5 @@ def test_fp8_at_many_ranks_is_drawn(tmp_path: Path) -> None:
     """A packer whose FP8 total is too small from tp * cp = 16 on fails R-CONSUMER-5: the
     contract draws weight tp * cp up to 64 with every recipe, and pin such cases."""
     report = run_suite("fake_targets:NarrowFp8Target", tmp_path,
-                       "conformance/test_contract.py::test_contract_fp8_split")
+                       "thd_packing/conformance/test_contract.py::test_contract_fp8_split")
     assert report["rules"]["R-CONSUMER-5"]["status"] == "fail", report["rules"]["R-CONSUMER-5"]

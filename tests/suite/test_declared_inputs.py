@@ -8,8 +8,9 @@ from pathlib import Path
 
 from .test_capability_gating import run_suite
 
-HAND_WRITTEN = ("conformance/test_caller_arrays.py", "conformance/test_numpy_sizes.py",
-                "conformance/test_rejections.py::test_pad_value_at_the_sign_bit")
+HAND_WRITTEN = ("thd_packing/conformance/test_caller_arrays.py",
+                "thd_packing/conformance/test_numpy_sizes.py",
+                "thd_packing/conformance/test_rejections.py::test_pad_value_at_the_sign_bit")
 
 
 def _not_passed(report: dict) -> list[dict]:
@@ -37,7 +38,7 @@ def test_packed_form_draws_no_empty_row_for_a_target_without_them(tmp_path: Path
     """A target whose packed form lacks zero-length sequences is never sent a mask row without
     a True entry: its round trip passes, and the all-empty cases are declined."""
     report = run_suite("fake_declarations:PackedNoEmptyRowsTarget", tmp_path,
-                       "conformance/test_packed_seqs.py")
+                       "thd_packing/conformance/test_packed_seqs.py")
     assert not _not_passed(report), _not_passed(report)
     status = {t["test"].split("::")[-1]: t["status"] for t in report["tests"]}
     assert status["test_packed_seqs_round_trip"] == "pass", status
@@ -48,7 +49,7 @@ def test_packed_form_sends_no_declined_feature(tmp_path: Path) -> None:
     """A packed form without tp and FP8 is sent neither, by a drawn, pinned or named case: the
     all-empty mask at tp 1 passes, the one at tp 2 with FP8 is declined."""
     report = run_suite("fake_declarations:PackedNoTensorParallelTarget", tmp_path,
-                       "conformance/test_packed_seqs.py")
+                       "thd_packing/conformance/test_packed_seqs.py")
     assert not _not_passed(report), _not_passed(report)
     status = {t["test"].split("::")[-1]: t["status"] for t in report["tests"]}
     assert status["test_packed_seqs_round_trip"] == "pass", status

@@ -9,7 +9,7 @@ from typing import Any
 
 from .test_capability_gating import run_suite
 
-MODEL = "conformance/test_model.py"
+MODEL = "thd_packing/conformance/test_model.py"
 
 
 def _failure(report: dict[str, Any], test: str) -> dict[str, Any]:

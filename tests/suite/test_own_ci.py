@@ -13,14 +13,14 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SHIPPED = ("pyproject.toml", "README.md", "conformance", "peers", "reference", "spec")
+SHIPPED = ("pyproject.toml", "README.md", "thd_packing")
 
 
 def readme_example() -> str:
     """The first Python block of conformance/README.md: the worked example's module."""
-    text = (ROOT / "conformance" / "README.md").read_text()
+    text = (ROOT / "thd_packing" / "conformance" / "README.md").read_text()
     block = re.search(r"```python\n(.*?)```", text, re.DOTALL)
-    assert block, "conformance/README.md has no python block"
+    assert block, "thd_packing/conformance/README.md has no python block"
     return block.group(1)
 
 
@@ -29,10 +29,10 @@ def test_worked_example_adapter_fits_forty_lines() -> None:
 
 
 def test_protocol_section_fits_sixty_lines() -> None:
-    """conformance/README.md's protocol, on one screen: its section at most 60 lines."""
-    text = (ROOT / "conformance" / "README.md").read_text()
+    """thd_packing/conformance/README.md's protocol, on one screen: its section at most 60 lines."""
+    text = (ROOT / "thd_packing" / "conformance" / "README.md").read_text()
     section = re.search(r"^## The protocol.*?(?=^## )", text, re.DOTALL | re.MULTILINE)
-    assert section, "conformance/README.md has no protocol section"
+    assert section, "thd_packing/conformance/README.md has no protocol section"
     assert len(section.group(0).splitlines()) <= 60
 
 
@@ -54,17 +54,17 @@ def test_installed_suite_runs_an_outside_adapter(tmp_path: Path) -> None:
     (user / "mypkg" / "thd.py").write_text(readme_example())
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(user)])}
     where = subprocess.run(
-        [sys.executable, "-c", "import conformance; print(conformance.__file__)"],
+        [sys.executable, "-c", "import thd_packing; print(thd_packing.__file__)"],
         cwd=user, env=env, capture_output=True, text=True, check=True)
     assert Path(where.stdout.strip()).is_relative_to(site), where.stdout
     names = subprocess.run(  # the field's adapters are shipped beside the suite: --target verl
-        [sys.executable, "-c", "from conformance.targets import HOMES, builtin_names; "
+        [sys.executable, "-c", "from thd_packing.conformance.targets import HOMES, builtin_names; "
          "print(builtin_names()); print(HOMES[1][1])"],
         cwd=user, env=env, capture_output=True, text=True, check=True).stdout.splitlines()
     assert "'verl'" in names[0] and "'reference'" in names[0], names
     assert Path(names[1]).is_relative_to(site), names
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "--pyargs", "conformance.test_invariants",
+        [sys.executable, "-m", "pytest", "--pyargs", "thd_packing.conformance.test_invariants",
          "-k", "test_alignment_and_smallest_total", "--target", "mypkg.thd:Target",
          "--hypothesis-profile=ci", "-q", "-p", "no:cacheprovider"],
         cwd=user, env=env, capture_output=True, text=True, timeout=600)

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from conformance import outcomes, report
+from thd_packing.conformance import outcomes, report
 
 CASE = "Falsifying example: {}(\n    case=PackCase(config={{'cp_size': 2}}, lengths=(4,)),\n)"
 
 
 def entry(test: str, status: str, rules: list[str], example: str | None,
           message: str = "RuleViolation: wrong", **extra: object) -> dict[str, object]:
-    return {"test": f"conformance/test_x.py::{test}", "status": status, "rules": rules,
+    return {"test": f"thd_packing/conformance/test_x.py::{test}", "status": status, "rules": rules,
             "message": message, "counterexamples": [example] if example else [], **extra}
 
 

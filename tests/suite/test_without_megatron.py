@@ -12,8 +12,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # environment without megatron-core.
 COLLECT = (
     "import sys; sys.modules['megatron'] = None; import pytest; "
-    "sys.exit(pytest.main(['conformance', '--collect-only', '-q', '-p', 'no:cacheprovider', "
-    "'--target', 'impl']))"
+    "sys.exit(pytest.main(['thd_packing/conformance', '--collect-only', '-q', '-p', "
+    "'no:cacheprovider', '--target', 'impl']))"
 )
 
 
@@ -21,4 +21,4 @@ def test_suite_collects_without_megatron_core() -> None:
     proc = subprocess.run([sys.executable, "-c", COLLECT], cwd=ROOT, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    assert "conformance/test_megatron.py::" in proc.stdout
+    assert "thd_packing/conformance/test_megatron.py::" in proc.stdout

@@ -10,11 +10,11 @@ from pathlib import Path
 
 from .test_capability_gating import run_suite
 
-TESTS = ("conformance/test_differential.py::test_zero_length_sequences_match_reference",
-         "conformance/test_differential.py::test_plan_only_large_lengths_match_reference",
-         "conformance/test_invariants.py::test_alignment_and_smallest_total",
-         "conformance/test_model.py::test_model_thd",
-         "conformance/test_model.py::test_model_context_parallel")
+TESTS = ("thd_packing/conformance/test_differential.py::test_zero_length_sequences_match_reference",
+         "thd_packing/conformance/test_differential.py::test_plan_only_large_lengths_match_reference",
+         "thd_packing/conformance/test_invariants.py::test_alignment_and_smallest_total",
+         "thd_packing/conformance/test_model.py::test_model_thd",
+         "thd_packing/conformance/test_model.py::test_model_context_parallel")
 
 
 def _statuses(report: dict) -> dict[str, str]:
@@ -35,10 +35,13 @@ def test_keeping_empty_sequences_under_a_declared_omit_fails(tmp_path: Path) -> 
     assert report["rules"]["R-META-1"]["status"] == "fail", report["rules"]["R-META-1"]
 
 
-TIERS = ("conformance/test_differential.py", "conformance/test_invariants.py",
-         "conformance/test_contract.py", "conformance/test_minimal_total.py",
-         "conformance/test_alignment_limit.py", "conformance/test_static_metadata.py",
-         "conformance/test_spec_examples.py")
+TIERS = ("thd_packing/conformance/test_differential.py",
+         "thd_packing/conformance/test_invariants.py",
+         "thd_packing/conformance/test_contract.py",
+         "thd_packing/conformance/test_minimal_total.py",
+         "thd_packing/conformance/test_alignment_limit.py",
+         "thd_packing/conformance/test_static_metadata.py",
+         "thd_packing/conformance/test_spec_examples.py")
 
 
 def test_a_crash_on_only_empty_sequences_is_one_finding(tmp_path: Path) -> None:
@@ -60,7 +63,7 @@ def test_no_segment_for_only_empty_sequences_passes(tmp_path: Path) -> None:
     R-CONSUMER-14): an empty pack, no row and `cu_seqlens_padded = [0]`, passes every contract
     check of the named degenerate cases."""
     report = run_suite("fake_declarations:OmitsToNothingTarget", tmp_path,
-                       "conformance/test_contract.py::test_contract_degenerate")
+                       "thd_packing/conformance/test_contract.py::test_contract_degenerate")
     statuses = _statuses(report)
     assert statuses["test_contract_degenerate[all-empty]"] == "pass", statuses
     assert statuses["test_contract_degenerate[all-empty-3]"] == "pass", statuses
@@ -71,7 +74,7 @@ def test_refusing_only_empty_sequences_by_name_passes(tmp_path: Path) -> None:
     """An omitting packer MAY reject a batch of only empty sequences as an empty batch
     (R-META-8, R-ERR-7): a ValueError naming the batch passes the named degenerate cases; one
     that does not name it is still the rejection of a valid input (R-IN-1..3)."""
-    degenerate = "conformance/test_contract.py::test_contract_degenerate"
+    degenerate = "thd_packing/conformance/test_contract.py::test_contract_degenerate"
     named = _statuses(run_suite("fake_declarations:OmitsAndRefusesAllEmptyTarget",
                                 tmp_path / "named", degenerate))
     assert set(named.values()) == {"pass"}, named

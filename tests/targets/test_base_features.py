@@ -11,9 +11,9 @@ import types
 import pytest
 from hypothesis import given, settings
 
-from conformance import strategies as s
-from conformance.protocol import BASE_FEATURES, Declared
-from conformance.targets import TargetLoadError, load_target
+from thd_packing.conformance import strategies as s
+from thd_packing.conformance.protocol import BASE_FEATURES, Declared
+from thd_packing.conformance.targets import TargetLoadError, load_target
 
 # The spec's default convention (base features too, protocol.BASE_FEATURES).
 DEFAULT_CONVENTION = frozenset({"tail_last", "seq_align_tp_cp"})

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 
-from conformance import strategies as s
-from conformance.protocol import BASE_FEATURES, Declared, fixed_bucket
-from conformance.protocol import capabilities as declared_capabilities
-from conformance.targets import TargetLoadError, load_target
+from thd_packing.conformance import strategies as s
+from thd_packing.conformance.protocol import BASE_FEATURES, Declared, fixed_bucket
+from thd_packing.conformance.protocol import capabilities as declared_capabilities
+from thd_packing.conformance.targets import TargetLoadError, load_target
 
 
 def fake(**declared: Any) -> types.SimpleNamespace:
@@ -121,7 +121,7 @@ def test_fit_static() -> None:
 def test_drawn_1_2_configs_are_valid(config: dict[str, Any]) -> None:
     """seq_align='none' and tail='tokens' only where R-ERR-14 allows them (contiguous or cp =
     1; tokens without max_num_seqs): every drawn config builds."""
-    import reference
+    from thd_packing import reference
 
     reference.PackConfig(**config)
 

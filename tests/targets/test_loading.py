@@ -8,8 +8,8 @@ import types
 
 import pytest
 
-from conformance.protocol import Declared, capabilities
-from conformance.targets import TargetLoadError, builtin_names, load_target
+from thd_packing.conformance.protocol import Declared, capabilities
+from thd_packing.conformance.targets import TargetLoadError, builtin_names, load_target
 
 
 def test_builtin_names_are_the_files_with_a_target() -> None:

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from conformance.targets import load_target
-from conformance.under_test import as_tuple
-from peers.megatron_core import (
+from thd_packing.conformance.targets import load_target
+from thd_packing.conformance.under_test import as_tuple
+from thd_packing.peers.megatron_core import (
     MegatronCoreTarget,
     sft_plan,
     te_partition_from_reference,
@@ -90,7 +90,7 @@ def test_declined_features_raise_not_implemented(target: MegatronCoreTarget) -> 
 def test_convention_is_seq_align_cp(target: MegatronCoreTarget) -> None:
     """Spec 1.1: documents aligned to 2 * cp, tp on the total only: the reference under
     seq_align='cp' gives the same plan (tp 2, cp 2, [1]: one segment of 4, not 8)."""
-    import reference
+    from thd_packing import reference
 
     assert target.declared.convention == {"seq_align": "cp"}
     config = {"tp_size": 2, "cp_size": 2, "seq_align": "cp"}

@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conformance.protocol import capabilities
-from conformance.targets import load_target
-from conformance.under_test import as_tuple
-from peers.openrlhf import OpenRLHFTarget
+from thd_packing.conformance.protocol import capabilities
+from thd_packing.conformance.targets import load_target
+from thd_packing.conformance.under_test import as_tuple
+from thd_packing.peers.openrlhf import OpenRLHFTarget
 
 try:
     _DIST = importlib.metadata.distribution("openrlhf")

@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conformance.protocol import capabilities
-from conformance.targets import load_target
-from conformance.under_test import as_tuple
-from peers.verl_fsdp import VerlFsdpTarget, segments_from_position_ids
+from thd_packing.conformance.protocol import capabilities
+from thd_packing.conformance.targets import load_target
+from thd_packing.conformance.under_test import as_tuple
+from thd_packing.peers.verl_fsdp import VerlFsdpTarget, segments_from_position_ids
 
 try:
     _VERL = importlib.metadata.distribution("verl")

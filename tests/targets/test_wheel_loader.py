@@ -1,4 +1,4 @@
-"""conformance/targets/_wheel.py: one function or one module of a wheel, without its package."""
+"""peers/_wheel.py: one function or one module of a wheel, without its package."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from peers import _wheel
+from thd_packing.peers import _wheel
 
 
 def test_load_function_compiles_only_the_named_method(tmp_path: Path) -> None:

@@ -1,0 +1,39 @@
+"""The suite's pytest plugin (entry point `pytest11`): its options and hypothesis profiles,
+registered before the command line is parsed, so an installed suite runs from anywhere:
+
+    pip install <this repository>
+    pytest --pyargs conformance --target mypkg.mod:MyTarget --hypothesis-profile=ci
+
+Nothing else happens here: the suite's hooks live in conformance/conftest.py and act only on a
+run that collects the suite (a checkout run registers this module from there).
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+NAME = "thd_conformance"  # the entry point's name, also used when conftest.py registers it
+_SLOW = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
+CI_EXAMPLES = 100
+settings.register_profile("dev", max_examples=8, deadline=None, suppress_health_check=_SLOW)
+settings.register_profile(
+    "ci", max_examples=CI_EXAMPLES, deadline=None, derandomize=True, database=None,
+    suppress_health_check=_SLOW, print_blob=False,
+)
+settings.register_profile(
+    "thorough", max_examples=20 * CI_EXAMPLES, deadline=None, suppress_health_check=_SLOW
+)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("thd conformance")
+    group.addoption(
+        "--target", action="store", default=None,
+        help="packer under test: a built-in name (impl, reference, verl, ...: a file of "
+        "thd_packing/conformance/targets/ or peers/) or module:attr (also THD_TARGET)",
+    )
+    group.addoption(
+        "--report-dir", action="store", default=None,
+        help="where conformance-<target>.json/.md go (default: <rootdir>/reports)",
+    )

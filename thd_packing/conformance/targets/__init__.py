@@ -1,0 +1,73 @@
+"""Target loading: a built-in name or `module:attr`.
+
+A built-in name is a file: `--target foo-bar` loads `conformance/targets/foo_bar.py` (the
+project's own packers) or `peers/foo_bar.py` (other trainers' packers, adapters outside the
+suite like a user's), and takes its module attribute `TARGET`. `module:attr` takes `attr` of
+any importable module. Either way the object is a target, a class, or a factory called with no
+arguments.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+from ..protocol import problems
+
+_ROOT = Path(__file__).resolve().parent.parent.parent
+# (package, folder), searched in this order; `peers` is shipped beside `conformance`.
+HOMES = (("thd_packing.conformance.targets", _ROOT / "conformance" / "targets"),
+         ("thd_packing.peers", _ROOT / "peers"))
+
+
+class TargetLoadError(Exception):
+    """The target could not be loaded; the suite stops with this message."""
+
+
+def builtin_names() -> list[str]:
+    """The built-in target names: the modules of conformance/targets/ and peers/ that define
+    `TARGET`, file names with '_' as '-'."""
+    names = []
+    for _, folder in HOMES:
+        for path in sorted(folder.glob("[!_]*.py")):
+            if "\nTARGET" in path.read_text():
+                names.append(path.stem.replace("_", "-"))
+    return names
+
+
+def _resolve(spec: str) -> tuple[str, str]:
+    if ":" in spec:
+        module_name, _, attr = spec.partition(":")
+        return module_name, attr
+    stem = spec.replace("-", "_")
+    for package, folder in HOMES:
+        if stem.isidentifier() and (folder / f"{stem}.py").is_file():
+            return f"{package}.{stem}", "TARGET"
+    raise TargetLoadError(f"unknown target {spec!r}: use one of {builtin_names()} or "
+                          "'module:attr'")
+
+
+def load_target(spec: str) -> Any:
+    """The target named by `spec` (a built-in name or `module:attr`)."""
+    module_name, attr = _resolve(spec)
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # surfaced verbatim: a missing dependency must fail loudly
+        raise TargetLoadError(f"target {spec!r}: cannot import {module_name!r}: {exc!r}") from exc
+    try:
+        obj = getattr(module, attr)
+    except AttributeError as exc:
+        raise TargetLoadError(
+            f"target {spec!r}: {module_name!r} has no attribute {attr!r}"
+        ) from exc
+    if not hasattr(obj, "pack") or isinstance(obj, type):
+        try:
+            obj = obj()
+        except Exception as exc:
+            raise TargetLoadError(f"target {spec!r}: creating the target failed: {exc!r}") from exc
+    wrong = problems(obj)
+    if wrong:
+        raise TargetLoadError(f"target {spec!r} does not follow the protocol "
+                              f"(conformance/protocol.py): {'; '.join(wrong)}")
+    return obj
