@@ -8,7 +8,10 @@ by hand.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
+from pathlib import Path
+from xml.etree import ElementTree
 
 import nox
 from nox.command import CommandFailed
@@ -64,21 +67,69 @@ def _install_test_deps(session: nox.Session) -> None:
     session.install("-e", ".[test]")
 
 
+# What the suite on the reference proves in CI: the reference meets its own consumer contract,
+# invariants and rejection table. Its differential tier would compare it with itself, and its
+# model tier repeats on the reference what impl's run shows of the same rows.
+REFERENCE_TIERS = [f"thd_packing/conformance/{name}.py" for name in (
+    "test_contract", "test_invariants", "test_rejections", "test_plan_shapes", "test_numpy_sizes",
+    "test_alignment_limit", "test_caller_arrays", "test_roundtrip")]
+# Both cores: whole files per worker, so a module's one process group or model world (a
+# module-scoped fixture) starts once; one torch thread per worker, as two workers fill 2 cores.
+PARALLEL = ["-n", "2", "--dist", "loadfile"]
+SERIAL_TORCH = {"OMP_NUM_THREADS": "1"}
+
+
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """CI: unit, spec and golden-vector tests, then conformance (ci profile) on impl, reference."""
+    """CI: unit, spec and golden-vector tests, then the suite (ci profile) on impl, and the
+    reference's contract and rejection tiers; ends with where the time went."""
+    start = time.monotonic()
     _install_test_deps(session)
     # The peer targets' loader tests (tests/targets, tests/peers) read the peers' real wheels:
     # install them here too (small; --no-deps where a wheel pulls a training stack), so that
     # those tests run in CI instead of skipping.
     session.install("--no-deps", VERL, OPENRLHF, TRL, TORCHTUNE, VEOMNI, TORCHTITAN, AREAL,
                     MEGATRON_BRIDGE, *MS_SWIFT)
-    session.run("pytest", "tests", *session.posargs)
-    for target in ("impl", "reference"):
-        session.run(
-            "pytest", "thd_packing/conformance", "--target", target, "--hypothesis-profile=ci",
-            *session.posargs
-        )
+    steps: list[tuple[str, float, Path]] = [("environment", time.monotonic() - start, Path())]
+    runs = [("tests/", ["tests"]),
+            ("suite on impl", ["thd_packing/conformance", "--target", "impl"]),
+            ("suite on reference (contract, rejections)",
+             [*REFERENCE_TIERS, "--target", "reference"])]
+    for index, (label, args) in enumerate(runs):
+        junit = Path("reports") / f"timing-{index}.xml"
+        profile = [] if index == 0 else ["--hypothesis-profile=ci"]
+        began = time.monotonic()
+        session.run("pytest", *args, *profile, *PARALLEL, f"--junitxml={junit}",
+                    *session.posargs, env=SERIAL_TORCH)
+        steps.append((label, time.monotonic() - began, junit))
+    for line in timing_summary(steps):
+        session.log(line)
+
+
+def timing_summary(steps: list[tuple[str, float, Path]], slowest: int = 12) -> list[str]:
+    """Wall time per step, summed test time per folder (per module of the suite) and the
+    slowest tests, from each step's JUnit XML: drift shows the day it happens."""
+    lines = ["timing: " + ", ".join(f"{label} {wall:.0f} s" for label, wall, _ in steps)
+             + f"; total {sum(wall for _, wall, _ in steps):.0f} s"]
+    folders: dict[str, float] = {}
+    tests: list[tuple[float, str]] = []
+    for label, _, junit in steps:
+        if not junit.is_file():
+            continue
+        for case in ElementTree.parse(junit).iter("testcase"):
+            seconds = float(case.get("time") or 0)
+            module = str(case.get("classname") or "")
+            parts = module.split(".")
+            folder = "/".join(parts[:2]) if parts[0] == "tests" else f"{label}: {parts[-1]}"
+            folders[folder] = folders.get(folder, 0.0) + seconds
+            tests.append((seconds, f"{module}::{case.get('name')}"))
+    lines.append("timing per folder (test time summed over both workers):")
+    lines += [f"  {seconds:6.1f} s  {folder}"
+              for folder, seconds in sorted(folders.items(), key=lambda kv: -kv[1])[:20]]
+    lines.append(f"timing: the {slowest} slowest tests:")
+    lines += [f"  {seconds:6.1f} s  {name}"
+              for seconds, name in sorted(tests, reverse=True)[:slowest]]
+    return lines
 
 
 @nox.session(python=PYTHON)
@@ -96,12 +147,10 @@ def conformance(session: nox.Session) -> None:
         session.install(*requirements)
     if not any(a.startswith("--hypothesis-profile") for a in args):
         args = ["--hypothesis-profile=ci", *args]
-    if any(a == "-n" or a.startswith(("-n", "--numprocesses")) for a in args):
-        # `nox -s conformance -- -n 2`: the suite merges the workers' reports (README).
-        # Not the default: on the shared 2-core machine -n 2 was no faster (README, Profiles).
-        session.install("pytest-xdist>=3.5")
+    if not any(a == "-n" or a.startswith(("-n", "--numprocesses", "--dist")) for a in args):
+        args = [*PARALLEL, *args]  # `-- -n 0` runs in one process
     try:
-        session.run("pytest", "thd_packing/conformance", *args)
+        session.run("pytest", "thd_packing/conformance", *args, env=SERIAL_TORCH)
     except CommandFailed:
         if name and name not in ("impl", "reference"):
             session.log(f"conformance: target {name!r} fails rules, so this session fails by "

@@ -8,6 +8,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from thd_packing.conformance import plugin
+
+plugin.one_thread()  # before any test module imports torch
+
 
 def _free_port() -> int:
     with socket.socket() as s:

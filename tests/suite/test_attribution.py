@@ -7,7 +7,7 @@ import ast
 import re
 from pathlib import Path
 
-from .test_capability_gating import run_suite
+from .runner import run_suite
 
 
 def test_trailing_segment_gets_a_rule_verdict(tmp_path: Path) -> None:

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -14,27 +10,9 @@ from thd_packing.conformance import strategies as s
 from thd_packing.conformance.protocol import CAPABILITIES
 from thd_packing.conformance.rules import UNDER_FEATURE, suite_rules
 
-ROOT = Path(__file__).resolve().parents[2]
+from .runner import run_suite
+
 NONE = frozenset({"need_roll", "pad_value"})
-
-
-def run_suite(target: str, report_dir: Path, *paths: str, profile: str = "dev") -> dict:
-    """Run the conformance suite (dev profile, or `profile`: ci is derandomized) on `target`;
-    the JSON report it wrote."""
-    cmd = [sys.executable, "-m", "pytest", *(paths or ("thd_packing/conformance",)), "--target",
-           target,
-           f"--hypothesis-profile={profile}", "--report-dir", str(report_dir), "-q",
-           "-p", "no:cacheprovider"]
-    # The fake targets are imported from this folder (a site-packages `tests` package shadows
-    # ours).
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
-    reports = list(report_dir.glob("conformance-*.json"))
-    assert len(reports) == 1, f"{reports}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    report = json.loads(reports[0].read_text())
-    report["_stdout"] = proc.stdout
-    return report
 
 
 @settings(max_examples=300, deadline=None)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .test_capability_gating import run_suite
+from .runner import run_suite
 
 CONTRACT = tuple(f"R-CONSUMER-{k}" for k in range(1, 14))
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .test_capability_gating import run_suite
+from .runner import run_suite
 
 HAND_WRITTEN = ("thd_packing/conformance/test_caller_arrays.py",
                 "thd_packing/conformance/test_numpy_sizes.py",

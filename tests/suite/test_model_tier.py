@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .test_capability_gating import run_suite
+from .runner import run_suite
 
 MODEL = "thd_packing/conformance/test_model.py"
 

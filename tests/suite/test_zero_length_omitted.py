@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .test_capability_gating import run_suite
+from .runner import run_suite
 
 TESTS = ("thd_packing/conformance/test_differential.py::test_zero_length_sequences_match_reference",
          "thd_packing/conformance/test_differential.py::test_plan_only_large_lengths_match_reference",

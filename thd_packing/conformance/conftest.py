@@ -45,6 +45,9 @@ _RESULTS: list[dict[str, Any]] = []
 _CONFIG: Any = None
 
 
+plugin.one_thread()  # before the target imports torch
+
+
 def _profile() -> str:
     return str(getattr(settings, "_current_profile", None) or "default")
 

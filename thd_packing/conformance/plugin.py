@@ -4,11 +4,15 @@ registered before the command line is parsed, so an installed suite runs from an
     pip install <this repository>
     pytest --pyargs conformance --target mypkg.mod:MyTarget --hypothesis-profile=ci
 
-Nothing else happens here: the suite's hooks live in conformance/conftest.py and act only on a
-run that collects the suite (a checkout run registers this module from there).
+Nothing else happens on import: the suite's hooks live in conformance/conftest.py and act only
+on a run that collects the suite (a checkout run registers this module from there), which also
+calls `one_thread`.
 """
 
 from __future__ import annotations
+
+import os
+import sys
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -37,3 +41,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--report-dir", action="store", default=None,
         help="where conformance-<target>.json/.md go (default: <rootdir>/reports)",
     )
+
+
+def one_thread() -> None:
+    """One torch thread per process, unless the caller chose a number: the suite's inputs are
+    small, and torch's OpenMP threads only spin on them; on a busy host they wait on each
+    other (a model-tier test took 23.5 s with two threads beside one busy process on a 2-core
+    machine, 3.6 s with one). Called where the suite (or this repository's tests) is
+    collected, before the target imports torch; the worker processes inherit it."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    torch = sys.modules.get("torch")
+    if torch is not None and os.environ["OMP_NUM_THREADS"] == "1":
+        torch.set_num_threads(1)

@@ -9,7 +9,6 @@ graph (R-MEG-3).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -45,30 +44,42 @@ def _packed_cases(cp: int) -> list[MaskCase]:
             MaskCase(2, cp, False, 6, (6, 1, 3), "right", dtype="int64", seed=3)]
 
 
-def _run_group(tmp_path: Path, cp: int, world: int, cases: list[PackCase],
-               packed: list[MaskCase] | None = None) -> list[dict[str, Any]]:
-    """Start `world` worker processes (world // cp CP groups), wait with a bound, always reap
-    them."""
-    job = {"cp": cp, "timeout": TIMEOUT_S, "target": target_spec(), "cases": cases,
-           "packed": packed or []}
-    results = gloo.launch("thd_packing.conformance._distributed",
-                          job, tmp_path, world, TIMEOUT_S * 2)
-    for rank, data in enumerate(results):
+WORLD = 4  # cp 2 holds two CP groups in it, cp 4 one
+CPS = (2, 4)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> dict[int, list[dict[str, Any]]]:
+    """One gloo world of WORLD processes for every case of this module, started once: per cp,
+    each rank's results (or the error it met). Both layouts share it (the contiguous one where
+    the target supports it), and the mask cases where the target has verl's entry points."""
+    layouts = ["zigzag", "contiguous"] if "contiguous" in caps() else ["zigzag"]
+    parts = [{"cp": cp, "cases": [case for layout in layouts for case in _cases(cp, layout)],
+              "packed": _packed_cases(cp) if "packed_seqs" in caps() else []} for cp in CPS]
+    job = {"timeout": TIMEOUT_S, "target": target_spec(), "parts": parts}
+    results = gloo.launch("thd_packing.conformance._distributed", job,
+                          tmp_path_factory.mktemp("world"), WORLD, TIMEOUT_S * 2)
+    return {part["cp"]: [data["parts"][i] if "parts" in data else data for data in results]
+            for i, part in enumerate(parts)}
+
+
+def _part(world: dict[int, list[dict[str, Any]]], cp: int) -> list[dict[str, Any]]:
+    """Each rank's results at `cp`; a rank's error fails the test that reads it."""
+    for rank, data in enumerate(world[cp]):
         assert "error" not in data, f"rank {rank} failed:\n{data['error']}"
-    return results
+    return world[cp]
 
 
 @needs("distributed")
 @pytest.mark.rules("R-MEG-3", "R-UNPACK-1", "R-UNPACK-2")
-@pytest.mark.parametrize("cp,world", [(2, 4), (4, 4)], ids=["cp2-two-groups", "cp4"])
-def test_distributed_unpack(tmp_path: Path, cp: int, world: int) -> None:
+@pytest.mark.parametrize("cp", CPS, ids=["cp2-two-groups", "cp4"])
+def test_distributed_unpack(world: dict[int, list[dict[str, Any]]], cp: int) -> None:
     """Every rank gets the whole batch back through a real all_gather over its CP group; its
     own rows carry gradient 1 where real and 0 where padding. With cp 2 the world of 4 holds
-    two CP groups, so gathering over the default group instead of the CP group fails. Both
-    layouts share one world (the contiguous one where the target supports it)."""
+    two CP groups, so gathering over the default group instead of the CP group fails."""
     layouts = ["zigzag", "contiguous"] if "contiguous" in caps() else ["zigzag"]
     cases = [case for layout in layouts for case in _cases(cp, layout)]
-    results = _run_group(tmp_path, cp, world, cases)
+    results = _part(world, cp)
     for index, case in enumerate(cases):
         seqs = case.batch.arrays()
         cfg = ref_config(case.config)
@@ -89,13 +100,13 @@ def test_distributed_unpack(tmp_path: Path, cp: int, world: int) -> None:
 
 @needs("distributed", "packed_seqs")
 @pytest.mark.rules("R-MEG-8", "R-MEG-9")
-@pytest.mark.parametrize("cp,world", [(2, 4), (4, 4)], ids=["cp2-two-groups", "cp4"])
-def test_distributed_packed_seqs(tmp_path: Path, cp: int, world: int) -> None:
+@pytest.mark.parametrize("cp", CPS, ids=["cp2-two-groups", "cp4"])
+def test_distributed_packed_seqs(world: dict[int, list[dict[str, Any]]], cp: int) -> None:
     """preprocess_packed_seqs / postprocess_packed_seqs on every rank with a real all_gather
     over its CP group (two groups in a world of 4 at cp 2): every rank gets the padded batch
     back at the mask's True entries, and its own rows carry gradient 1 where real."""
     packed = _packed_cases(cp)
-    results = _run_group(tmp_path, cp, world, [], packed)
+    results = _part(world, cp)
     for index, case in enumerate(packed):
         values, mask = case.arrays()
         want = np.where(mask.reshape(*mask.shape, *([1] * len(case.trail))), values, 0)

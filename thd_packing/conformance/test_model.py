@@ -208,9 +208,8 @@ def run_world(tmp: Path, items: list[dict[str, Any]]) -> list[list[model.RankRun
     world = max(item["cp"] for item in items)
     job = {"timeout": TIMEOUT_S, "seed": SEED, "items": items}
     per_rank = []
-    for rank, data in enumerate(gloo.launch("thd_packing.conformance._model_worker",
-                                job, tmp, world,
-                                            TIMEOUT_S * 5)):
+    runs = gloo.launch("thd_packing.conformance._model_worker", job, tmp, world, TIMEOUT_S * 5)
+    for rank, data in enumerate(runs):
         if "error" in data:
             raise RuntimeError(f"model worker rank {rank} failed:\n{data['error']}")
         per_rank.append(data["runs"])
