@@ -73,10 +73,11 @@ def _install_test_deps(session: nox.Session) -> None:
 REFERENCE_TIERS = [f"thd_packing/conformance/{name}.py" for name in (
     "test_contract", "test_invariants", "test_rejections", "test_plan_shapes", "test_numpy_sizes",
     "test_alignment_limit", "test_caller_arrays", "test_roundtrip")]
-# Both cores: whole files per worker, so a module's one process group or model world (a
-# module-scoped fixture) starts once; one torch thread per worker, as two workers fill 2 cores.
-PARALLEL = ["-n", "2", "--dist", "loadfile"]
-SERIAL_TORCH = {"OMP_NUM_THREADS": "1"}
+# Both cores. The suite's tests go to either worker one by one, but for those of one process
+# group or model world (an xdist_group each, started once); this repository's tests go whole
+# files per worker (their module fixtures start once).
+SUITE_PARALLEL = ["-n", "2", "--dist", "loadgroup"]
+TESTS_PARALLEL = ["-n", "2", "--dist", "loadfile"]
 
 
 @nox.session(python=PYTHON)
@@ -91,16 +92,16 @@ def tests(session: nox.Session) -> None:
     session.install("--no-deps", VERL, OPENRLHF, TRL, TORCHTUNE, VEOMNI, TORCHTITAN, AREAL,
                     MEGATRON_BRIDGE, *MS_SWIFT)
     steps: list[tuple[str, float, Path]] = [("environment", time.monotonic() - start, Path())]
-    runs = [("tests/", ["tests"]),
-            ("suite on impl", ["thd_packing/conformance", "--target", "impl"]),
+    runs = [("tests/", ["tests", *TESTS_PARALLEL]),
+            ("suite on impl", ["thd_packing/conformance", "--target", "impl",
+                               "--hypothesis-profile=ci", *SUITE_PARALLEL]),
+            # the reference's own properties are tests/reference's: a smaller draw, one process
             ("suite on reference (contract, rejections)",
-             [*REFERENCE_TIERS, "--target", "reference"])]
+             [*REFERENCE_TIERS, "--target", "reference", "--hypothesis-profile=dev"])]
     for index, (label, args) in enumerate(runs):
         junit = Path("reports") / f"timing-{index}.xml"
-        profile = [] if index == 0 else ["--hypothesis-profile=ci"]
         began = time.monotonic()
-        session.run("pytest", *args, *profile, *PARALLEL, f"--junitxml={junit}",
-                    *session.posargs, env=SERIAL_TORCH)
+        session.run("pytest", *args, f"--junitxml={junit}", *session.posargs)
         steps.append((label, time.monotonic() - began, junit))
     for line in timing_summary(steps):
         session.log(line)
@@ -148,9 +149,9 @@ def conformance(session: nox.Session) -> None:
     if not any(a.startswith("--hypothesis-profile") for a in args):
         args = ["--hypothesis-profile=ci", *args]
     if not any(a == "-n" or a.startswith(("-n", "--numprocesses", "--dist")) for a in args):
-        args = [*PARALLEL, *args]  # `-- -n 0` runs in one process
+        args = [*SUITE_PARALLEL, *args]  # `-- -n 0` runs in one process
     try:
-        session.run("pytest", "thd_packing/conformance", *args, env=SERIAL_TORCH)
+        session.run("pytest", "thd_packing/conformance", *args)
     except CommandFailed:
         if name and name not in ("impl", "reference"):
             session.log(f"conformance: target {name!r} fails rules, so this session fails by "

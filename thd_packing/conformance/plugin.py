@@ -15,18 +15,26 @@ import os
 import sys
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 NAME = "thd_conformance"  # the entry point's name, also used when conftest.py registers it
+MODEL_TIER_NEEDS = ("the model tier (R-MODEL-*, test_model.py) needs torch and transformers: "
+                    "pip install 'thd-packing[model]' beside your torch")
 _SLOW = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
+# Every phase but `explain`: it re-runs a shrunk failure to comment on which parts of it vary
+# freely, comments the report strips from the input (report.failing_input), at a cost of many
+# runs of the target per failure.
+_PHASES = [phase for phase in Phase if phase is not Phase.explain]
 CI_EXAMPLES = 100
-settings.register_profile("dev", max_examples=8, deadline=None, suppress_health_check=_SLOW)
+settings.register_profile("dev", max_examples=8, deadline=None, suppress_health_check=_SLOW,
+                          phases=_PHASES)
 settings.register_profile(
     "ci", max_examples=CI_EXAMPLES, deadline=None, derandomize=True, database=None,
-    suppress_health_check=_SLOW, print_blob=False,
+    suppress_health_check=_SLOW, print_blob=False, phases=_PHASES,
 )
 settings.register_profile(
-    "thorough", max_examples=20 * CI_EXAMPLES, deadline=None, suppress_health_check=_SLOW
+    "thorough", max_examples=20 * CI_EXAMPLES, deadline=None, suppress_health_check=_SLOW,
+    phases=_PHASES,
 )
 
 

@@ -104,9 +104,10 @@ def failing_input(entry: dict[str, Any]) -> str:
 
 def findings(entries: list[dict[str, Any]], status: str) -> list[dict[str, Any]]:
     """Each distinct failing input once, with every rule its tests charge it to (fail) or the
-    rules it blocks (target-error), its tests and the first message; smallest input first. A
-    failure a test met on its way (shrunk alone, conftest.py) joins the finding that breaks
-    its rules and fewest others (the smallest input among those), if any."""
+    rules it blocks (target-error), its tests and the first message; smallest input first,
+    the model tier's own after the others. A failure a test met on its way (shrunk alone,
+    conftest.py) joins the finding that breaks its rules and fewest others (the smallest input
+    among those), if any."""
     out: dict[str, dict[str, Any]] = {}
 
     def add(key: str, rules: list[str], message: str, test: str) -> None:
@@ -129,7 +130,14 @@ def findings(entries: list[dict[str, Any]], status: str) -> list[dict[str, Any]]
         add(shown[0] if shown else side["input"], side["rules"], side["message"], test)
     for item in out.values():
         item["message"] = item["message"][0] if item["message"] else ""
-    return sorted(out.values(), key=lambda f: (len(f["input"]), f["input"]))
+    return sorted(out.values(), key=lambda f: (_model_tier_only(f["rules"]), len(f["input"]),
+                                               f["input"]))
+
+
+def _model_tier_only(rules: list[str]) -> bool:
+    """A finding only the model tier makes comes after the contract's and the differential
+    tier's, which name the slot and the rule; the model tier shows what it costs a model."""
+    return bool(rules) and all(rule.startswith("R-MODEL-") for rule in rules)
 
 
 def declined_reasons(entries: list[dict[str, Any]]) -> dict[str, str]:

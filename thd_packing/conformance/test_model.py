@@ -22,13 +22,19 @@ import pytest
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
-from . import gloo, model
-from .contract import segment_batch
-from .model_checks import check_runs
-from .protocol import zero_length_of
-from .running import run_target_packed
-from .strategies import Batch, PackCase, configs, pack_cases
-from .under_test import (
+from .plugin import MODEL_TIER_NEEDS
+
+# Without torch or transformers the whole tier is skipped with one line that says how to get it.
+pytest.importorskip("torch", reason=MODEL_TIER_NEEDS)
+pytest.importorskip("transformers", reason=MODEL_TIER_NEEDS)
+
+from . import gloo, model  # noqa: E402
+from .contract import segment_batch  # noqa: E402
+from .model_checks import check_runs  # noqa: E402
+from .protocol import zero_length_of  # noqa: E402
+from .running import run_target_packed  # noqa: E402
+from .strategies import Batch, PackCase, configs, pack_cases  # noqa: E402
+from .under_test import (  # noqa: E402
     NO_POSITIONS,
     POSITIONS,
     RuleViolation,
@@ -253,6 +259,7 @@ def cp_outcomes(request: pytest.FixtureRequest,
 
 
 @pytest.mark.rules("R-MODEL-3", "R-MODEL-4", "R-MODEL-5")
+@pytest.mark.xdist_group("model-world")  # one worker under --dist loadgroup: one world
 @pytest.mark.parametrize("cid", list(CP_CASES))
 def test_model_context_parallel(cid: str, cp_outcomes: dict[str, Any]) -> None:
     """cp 2-4, zigzag and contiguous: each rank's shard through CP attention over a real gloo
