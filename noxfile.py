@@ -17,6 +17,7 @@ import nox
 from nox.command import CommandFailed
 
 nox.options.sessions = ["tests"]
+REPORTS = Path(__file__).resolve().parent / "reports"
 nox.options.reuse_existing_virtualenvs = True
 
 PYTHON = "3.11"
@@ -63,8 +64,8 @@ def _target_name(args: list[str], env: Mapping[str, str | None]) -> str | None:
     return env.get("THD_TARGET") or os.environ.get("THD_TARGET")
 
 
-def _install_test_deps(session: nox.Session) -> None:
-    session.install("-e", ".[test]")
+def _install_test_deps(session: nox.Session, extra: str = "test") -> None:
+    session.install("-e", f".[{extra}]")
 
 
 # What the suite on the reference proves in CI: the reference meets its own consumer contract,
@@ -73,17 +74,16 @@ def _install_test_deps(session: nox.Session) -> None:
 REFERENCE_TIERS = [f"thd_packing/conformance/{name}.py" for name in (
     "test_contract", "test_invariants", "test_rejections", "test_plan_shapes", "test_numpy_sizes",
     "test_alignment_limit", "test_caller_arrays", "test_roundtrip")]
-# Both cores. The suite's tests go to either worker one by one, but for those of one process
-# group or model world (an xdist_group each, started once); this repository's tests go whole
-# files per worker (their module fixtures start once).
-SUITE_PARALLEL = ["-n", "2", "--dist", "loadgroup"]
-TESTS_PARALLEL = ["-n", "2", "--dist", "loadfile"]
+# Both cores, whole files per worker: a module's process group or model world (a module-scoped
+# fixture) starts once.
+PARALLEL = ["-n", "2", "--dist", "loadfile"]
 
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """CI: unit, spec and golden-vector tests, then the suite (ci profile) on impl, and the
-    reference's contract and rejection tiers; ends with where the time went."""
+    """CI: unit, spec and golden-vector tests, the suite's own tests (but the slow ones), and
+    the reference's contract and rejection tiers; ends with where the time went. The suite on
+    impl is `nox -s conformance`, CI's second session."""
     start = time.monotonic()
     _install_test_deps(session)
     # The peer targets' loader tests (tests/targets, tests/peers) read the peers' real wheels:
@@ -91,17 +91,32 @@ def tests(session: nox.Session) -> None:
     # those tests run in CI instead of skipping.
     session.install("--no-deps", VERL, OPENRLHF, TRL, TORCHTUNE, VEOMNI, TORCHTITAN, AREAL,
                     MEGATRON_BRIDGE, *MS_SWIFT)
-    steps: list[tuple[str, float, Path]] = [("environment", time.monotonic() - start, Path())]
-    runs = [("tests/", ["tests", *TESTS_PARALLEL]),
-            ("suite on impl", ["thd_packing/conformance", "--target", "impl",
-                               "--hypothesis-profile=ci", *SUITE_PARALLEL]),
-            # the reference's own properties are tests/reference's: a smaller draw, one process
-            ("suite on reference (contract, rejections)",
-             [*REFERENCE_TIERS, "--target", "reference", "--hypothesis-profile=dev"])]
+    _timed(session, time.monotonic() - start, [
+        ("tests/", ["tests", "-m", "not slow", *PARALLEL, *session.posargs]),
+        # the reference's own properties are tests/reference's: a smaller draw, one process
+        ("suite on reference (contract, rejections)",
+         [*REFERENCE_TIERS, "--target", "reference", "--hypothesis-profile=dev",
+          *session.posargs])])
+
+
+@nox.session(python=PYTHON)
+def slow(session: nox.Session) -> None:
+    """The suite's slow self-tests: the model tier's checks failing on planted bugs, and an
+    omitting packer through the model (a few minutes)."""
+    start = time.monotonic()
+    _install_test_deps(session)
+    _timed(session, time.monotonic() - start,
+           [("tests/ (slow)", ["tests", "-m", "slow", *PARALLEL, *session.posargs])])
+
+
+def _timed(session: nox.Session, setup_s: float, runs: list[tuple[str, list[str]]]) -> None:
+    """Each pytest run of `runs` (its arguments complete) with its JUnit XML, then the timing
+    summary."""
+    steps: list[tuple[str, float, Path]] = [("environment", setup_s, Path())]
     for index, (label, args) in enumerate(runs):
-        junit = Path("reports") / f"timing-{index}.xml"
+        junit = REPORTS / f"timing-{session.name}-{index}.xml"
         began = time.monotonic()
-        session.run("pytest", *args, f"--junitxml={junit}", *session.posargs)
+        session.run("pytest", *args, f"--junitxml={junit}")
         steps.append((label, time.monotonic() - began, junit))
     for line in timing_summary(steps):
         session.log(line)
@@ -135,8 +150,10 @@ def timing_summary(steps: list[tuple[str, float, Path]], slowest: int = 12) -> l
 
 @nox.session(python=PYTHON)
 def conformance(session: nox.Session) -> None:
-    """The differential conformance suite; `nox -s conformance -- --target verl` for upstream."""
-    _install_test_deps(session)
+    """The conformance suite on impl (ci profile); `nox -s conformance -- --target verl` runs
+    it on a peer's packer from its wheel."""
+    start = time.monotonic()
+    _install_test_deps(session, "suite")
     # `--install=SPEC` (repeatable): the user's own package (a path, a git URL, a requirement)
     # goes into the session too, so `--target mypkg.mod:MyTarget` can import it.
     args = [a for a in session.posargs if not a.startswith("--install=")]
@@ -149,9 +166,10 @@ def conformance(session: nox.Session) -> None:
     if not any(a.startswith("--hypothesis-profile") for a in args):
         args = ["--hypothesis-profile=ci", *args]
     if not any(a == "-n" or a.startswith(("-n", "--numprocesses", "--dist")) for a in args):
-        args = [*SUITE_PARALLEL, *args]  # `-- -n 0` runs in one process
+        args = [*PARALLEL, *args]  # `-- -n 0` runs in one process
     try:
-        session.run("pytest", "thd_packing/conformance", *args)
+        _timed(session, time.monotonic() - start, [(f"suite on {name or 'impl'}",
+                                                     ["thd_packing/conformance", *args])])
     except CommandFailed:
         if name and name not in ("impl", "reference"):
             session.log(f"conformance: target {name!r} fails rules, so this session fails by "

@@ -7,9 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from .runner import run_suite
 
 MODEL = "thd_packing/conformance/test_model.py"
+pytestmark = pytest.mark.slow  # a model world per test: `nox -s slow`
 
 
 def _failure(report: dict[str, Any], test: str) -> dict[str, Any]:

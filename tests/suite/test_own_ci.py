@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from thd_packing.conformance.plugin import MODEL_TIER_NEEDS
+
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ("pyproject.toml", "README.md", "thd_packing")
 
@@ -36,7 +38,14 @@ def test_protocol_section_fits_sixty_lines() -> None:
     assert len(section.group(0).splitlines()) <= 60
 
 
+# A user environment without torch: the interpreter refuses to import it or transformers.
+NO_TORCH = "import sys\nsys.modules['torch'] = None\nsys.modules['transformers'] = None\n"
+
+
 def test_installed_suite_runs_an_outside_adapter(tmp_path: Path) -> None:
+    """pip install adds one top-level package, so the trainer's own packages named `peers` and
+    `reference` stay theirs: the README's adapter runs as `peers.thd`, loaded through the
+    trainer's `reference` module; without torch the model tier is skipped in one line."""
     src, site, user = tmp_path / "src", tmp_path / "site", tmp_path / "user"
     for name in SHIPPED:  # a fresh copy: no build output lands in the checkout
         path = ROOT / name
@@ -49,24 +58,33 @@ def test_installed_suite_runs_an_outside_adapter(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
                     "--no-build-isolation", "--target", str(site), str(src)],
                    check=True, capture_output=True, timeout=300)
-    (user / "mypkg").mkdir(parents=True)
-    (user / "mypkg" / "__init__.py").write_text("")
-    (user / "mypkg" / "thd.py").write_text(readme_example())
+    top = sorted(p.name for p in site.iterdir() if not p.name.endswith(".dist-info"))
+    assert top == ["thd_packing"], top
+    for package, body in (("peers", ""), ("reference", "from peers.thd import Target\n")):
+        (user / package).mkdir(parents=True)
+        (user / package / "__init__.py").write_text(body)
+    (user / "peers" / "thd.py").write_text(readme_example())
+    (user / "no_torch").mkdir()
+    (user / "no_torch" / "sitecustomize.py").write_text(NO_TORCH)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(user)])}
     where = subprocess.run(
-        [sys.executable, "-c", "import thd_packing; print(thd_packing.__file__)"],
-        cwd=user, env=env, capture_output=True, text=True, check=True)
-    assert Path(where.stdout.strip()).is_relative_to(site), where.stdout
+        [sys.executable, "-c", "import thd_packing, peers, reference; "
+         "print(thd_packing.__file__); print(peers.__file__); print(reference.__file__)"],
+        cwd=user, env=env, capture_output=True, text=True, check=True).stdout.splitlines()
+    assert Path(where[0]).is_relative_to(site), where
+    assert all(Path(w).is_relative_to(user) for w in where[1:]), where
     names = subprocess.run(  # the field's adapters are shipped beside the suite: --target verl
-        [sys.executable, "-c", "from thd_packing.conformance.targets import HOMES, builtin_names; "
-         "print(builtin_names()); print(HOMES[1][1])"],
+        [sys.executable, "-c", "from thd_packing.conformance.targets import HOMES, "
+         "builtin_names; print(builtin_names()); print(HOMES[1][1])"],
         cwd=user, env=env, capture_output=True, text=True, check=True).stdout.splitlines()
     assert "'verl'" in names[0] and "'reference'" in names[0], names
     assert Path(names[1]).is_relative_to(site), names
+    env["PYTHONPATH"] = os.pathsep.join([str(user / "no_torch"), env["PYTHONPATH"]])
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "--pyargs", "thd_packing.conformance.test_invariants",
-         "-k", "test_alignment_and_smallest_total", "--target", "mypkg.thd:Target",
-         "--hypothesis-profile=ci", "-q", "-p", "no:cacheprovider"],
+         "thd_packing.conformance.test_model", "-k", "test_alignment_and_smallest_total",
+         "--target", "reference:Target", "--hypothesis-profile=ci", "-q",
+         "-p", "no:cacheprovider"],
         cwd=user, env=env, capture_output=True, text=True, timeout=600)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out  # the example's bug fails the run
@@ -75,3 +93,6 @@ def test_installed_suite_runs_an_outside_adapter(tmp_path: Path) -> None:
     assert [f["rules"] for f in doc["findings"]] == [["R-TOTAL-4"]], doc["findings"]
     assert "'cp_size'" in doc["findings"][0]["input"], doc["findings"]
     assert "FINDING R-TOTAL-4" in out
+    skipped = [line for line in out.splitlines() if line.startswith("skipped: ")]
+    assert skipped == ["skipped: test_model.py: " + MODEL_TIER_NEEDS], out[-3000:]
+    assert doc["skipped_modules"] == {"test_model.py": MODEL_TIER_NEEDS}

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from .runner import run_suite
 
 TESTS = ("thd_packing/conformance/test_differential.py::test_zero_length_sequences_match_reference",
          "thd_packing/conformance/test_differential.py::test_plan_only_large_lengths_match_reference",
-         "thd_packing/conformance/test_invariants.py::test_alignment_and_smallest_total",
-         "thd_packing/conformance/test_model.py::test_model_thd",
-         "thd_packing/conformance/test_model.py::test_model_context_parallel")
+         "thd_packing/conformance/test_invariants.py::test_alignment_and_smallest_total")
+MODEL_TESTS = ("thd_packing/conformance/test_model.py::test_model_thd",
+               "thd_packing/conformance/test_model.py::test_model_context_parallel")
 
 
 def _statuses(report: dict) -> dict[str, str]:
@@ -28,8 +30,16 @@ def test_an_omitting_packer_passes(tmp_path: Path) -> None:
     assert statuses["test_zero_length_sequences_match_reference"] == "pass"
 
 
+@pytest.mark.slow  # a model world: `nox -s slow`
+def test_an_omitting_packer_passes_through_the_model(tmp_path: Path) -> None:
+    report = run_suite("fake_declarations:OmittingTarget", tmp_path, *MODEL_TESTS)
+    statuses = _statuses(report)
+    assert statuses and set(statuses.values()) == {"pass"}, statuses
+    assert statuses["test_model_thd"] == "pass"
+
+
 def test_keeping_empty_sequences_under_a_declared_omit_fails(tmp_path: Path) -> None:
-    report = run_suite("fake_declarations:KeepsButDeclaresOmitTarget", tmp_path, *TESTS[:3])
+    report = run_suite("fake_declarations:KeepsButDeclaresOmitTarget", tmp_path, *TESTS)
     statuses = _statuses(report)
     assert statuses["test_zero_length_sequences_match_reference"] == "fail", statuses
     assert report["rules"]["R-META-1"]["status"] == "fail", report["rules"]["R-META-1"]

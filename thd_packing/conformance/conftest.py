@@ -78,7 +78,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "rules(*ids): spec rule IDs the test checks")
     config.addinivalue_line("markers", "meta: a test about the suite itself (no spec rule)")
     config.addinivalue_line("markers", "needs(*caps): capabilities the target must declare")
-    config.addinivalue_line("markers", "xdist_group(name): pytest-xdist's, where it is absent")
     global _CONFIG
     _CONFIG = config
     name = _target_name(config)
@@ -183,14 +182,6 @@ def _only(inner: Callable[..., Any], key: tuple[str, ...]) -> Callable[..., Any]
     return run
 
 
-def _test_id(item: pytest.Item) -> str:
-    """The test's node id as the report names it: without the `@group` suffix pytest-xdist's
-    loadgroup adds to the tests of an xdist_group."""
-    group = item.get_closest_marker("xdist_group")
-    suffix = f"@{group.args[0]}" if group is not None and group.args else ""
-    return item.nodeid.removesuffix(suffix) if suffix else item.nodeid
-
-
 def _item_rules(item: pytest.Item) -> list[str]:
     out: list[str] = []
     for mark in item.iter_markers("rules"):
@@ -220,7 +211,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if item.get_closest_marker("meta") is not None and not rules:
         return rep
     if rep.when == "call" or (rep.when == "setup" and not rep.passed):
-        entry = outcomes.entry(_test_id(item), rules, rep, call, _target_files())
+        entry = outcomes.entry(item.nodeid, rules, rep, call, _target_files())
         for output, why in missing:  # never given: its rules are declined, not passed
             outcomes.decline(entry, OPTIONAL_OUTPUTS[output], output, why)
         outcomes.add_side(entry, side)
@@ -234,9 +225,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 def pytest_collectreport(report: pytest.CollectReport) -> None:
     """A module of the suite skipped whole (the model tier without torch): its reason, once."""
-    if report.skipped and isinstance(report.longrepr, tuple):
-        _SKIPPED_MODULES[Path(report.nodeid).name] = str(report.longrepr[2]).removeprefix(
-            "Skipped: ")
+    if report.skipped and isinstance(report.longrepr, tuple):  # (path, line, reason)
+        path, _, reason = report.longrepr
+        _SKIPPED_MODULES[Path(str(path)).name] = str(reason).removeprefix("Skipped: ")
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

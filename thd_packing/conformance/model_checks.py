@@ -28,6 +28,13 @@ def _close(got: np.ndarray | float, want: np.ndarray | float) -> np.ndarray:
     return np.abs(got - want) <= TOL * np.maximum(1.0, np.abs(want))
 
 
+def _over(got: float, want: float) -> str:
+    """How far a difference is over the tier's one tolerance, in words."""
+    allowed = TOL * max(1.0, abs(want))
+    return (f"{abs(got - want) / allowed:.3g} times the tolerance {TOL:g} x max(1, |unpacked|)"
+            f" = {allowed:.3g}")
+
+
 def describe(shards: Sequence[Shard], slots: Sequence[Slots], rank: int, row: int,
              consumer: str) -> str:
     """The metadata the consumer read at rank `rank` row `row`."""
@@ -89,7 +96,8 @@ def check_runs(base: Baseline, runs: Sequence[RankRun], shards: Sequence[Shard],
             if not _close(got, want).all():
                 raise RuleViolation(
                     f"{what}: sequence {i} token {j}: log-probs differ from the sequence run "
-                    f"alone by {np.max(np.abs(got - want)):.3g} "
+                    f"alone by {np.max(np.abs(got - want)):.3g} (tolerance {TOL:g} x "
+                    f"max(1, |unpacked|)) "
                     f"({describe(shards, slots, rank, row, consumer)}; token id "
                     f"{int(np.asarray(shards[rank].rows).reshape(-1)[row])}, the batch's "
                     f"{int(seqs[i][j])})", {rule})
@@ -97,7 +105,8 @@ def check_runs(base: Baseline, runs: Sequence[RankRun], shards: Sequence[Shard],
     loss = sum(run.loss for run in runs)
     if not _close(loss, base.loss):
         raise RuleViolation(f"{what}: packed loss {loss!r} (summed over ranks, divided by "
-                            f"{runs[0].count} label tokens), unpacked {base.loss!r}",
+                            f"{runs[0].count} label tokens), unpacked {base.loss!r}: they "
+                            f"differ by {abs(loss - base.loss):.3g}, {_over(loss, base.loss)}",
                             {"R-MODEL-4"})
     _check_grads(base, runs, what)
 
@@ -153,7 +162,8 @@ def _check_grads(base: Baseline, runs: Sequence[RankRun], what: str) -> None:
         bad = np.flatnonzero(~_close(got, want).reshape(-1))
         if bad.size:
             e = int(bad[0])
+            g, w = float(got.reshape(-1)[e]), float(want.reshape(-1)[e])
             raise RuleViolation(
                 f"{what}: gradient of {name} differs from the unpacked run at entry "
-                f"{np.unravel_index(e, want.shape)}: {got.reshape(-1)[e]!r} vs "
-                f"{want.reshape(-1)[e]!r} ({bad.size} entries)", {"R-MODEL-5"})
+                f"{tuple(int(k) for k in np.unravel_index(e, want.shape))}: {g!r} vs {w!r}, by "
+                f"{abs(g - w):.3g}, {_over(g, w)} ({bad.size} entries differ)", {"R-MODEL-5"})

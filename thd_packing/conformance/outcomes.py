@@ -23,7 +23,7 @@ PROPERTY = "thd_conformance_entry"
 
 _DECLINED = re.compile(r"declined capability '([^']+)'")
 _FALSIFYING = re.compile(
-    r"(?:Falsifying (?:explicit )?example|Failing (?:explicit example|test case)): "
+    r"(?:Falsifying (?:explicit )?example|Failing (?:explicit example|test case)|Fixed case): "
     r".*?(?:\n\)|\Z)", re.DOTALL
 )
 # Adapter code: a crash whose stack passes through these (or the target's own module) is the

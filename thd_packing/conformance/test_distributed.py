@@ -24,9 +24,6 @@ from .strategies import Batch, PackCase
 from .under_test import caps, needs, target_spec
 
 TIMEOUT_S = 60
-# Under pytest-xdist (--dist loadgroup) this module's tests share one worker, so the world starts
-# once.
-pytestmark = pytest.mark.xdist_group("distributed-world")
 
 
 def _cases(cp: int, layout: str) -> list[PackCase]:
