@@ -55,3 +55,16 @@ def test_packed_form_sends_no_declined_feature(tmp_path: Path) -> None:
     assert status["test_packed_seqs_round_trip"] == "pass", status
     assert status["test_packed_seqs_all_empty_round_trip[all-empty]"] == "pass", status
     assert status["test_packed_seqs_all_empty_round_trip[all-empty-tp-fp8]"] == "declined", status
+
+
+def test_caller_arrays_judge_rows_on_the_packers_plan(tmp_path: Path) -> None:
+    """A plan one block too long with the rows right on it is the plan rules' finding: the
+    caller-array test passes it, and fails the same plan with its rows reversed (R-ROW-1)."""
+    caller = "thd_packing/conformance/test_caller_arrays.py"
+    right = run_suite("fake_targets:PadsOneBlockMoreTarget", tmp_path / "right", caller)
+    assert not _not_passed(right), _not_passed(right)
+    wrong = run_suite("fake_targets:PadsMoreReversedTarget", tmp_path / "wrong", caller)
+    failed = _not_passed(wrong)
+    assert failed and all(t["status"] == "fail" and t["rules"] == ["R-ROW-1"]
+                          for t in failed), failed
+    assert "on the plan it reports" in failed[0]["message"], failed[0]

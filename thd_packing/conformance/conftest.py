@@ -247,6 +247,17 @@ def keeps_zero_length() -> None:
         decline(ALL_EMPTY, describe(ALL_EMPTY))
 
 
+def _pytest_counts(stats: dict[str, list[Any]]) -> str:
+    """Why pytest's counts differ from the report's tests: the same tests, counted otherwise."""
+    count = {key: len([r for r in stats.get(key, []) if getattr(r, "when", "call") == "call"
+                       or key != "passed"]) for key in ("passed", "failed", "skipped")}
+    return (f"pytest counts the same run as {count['passed']} passed, {count['failed']} "
+            f"failed, {count['skipped']} skipped: its passed add the meta tests (no rule, not "
+            "in the report) and the tests whose every rule was declined for an output the "
+            "target does not give; its failed hold the report's fail, target-error and error; "
+            "its skipped are the report's declined and skip")
+
+
 def _report_dir(config: pytest.Config) -> Path:
     chosen = config.getoption("--report-dir")
     return Path(chosen) if chosen else Path(config.rootpath) / "reports"
@@ -274,6 +285,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     for line in report.terminal_lines(doc, matrix):
         tr.write_line(line)
     tr.write_line(f"rules: {doc['summary']}; tests: {doc['test_summary']}")
+    tr.write_line(_pytest_counts(tr.stats))
     for module, reason in _SKIPPED_MODULES.items():
         tr.write_line(f"skipped: {module}: {reason}")
     tr.write_line(f"report: {report.shown(json_path)}, {report.shown(md_path)}")

@@ -54,8 +54,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict[int, list[dict[str, 
     each rank's results (or the error it met). Both layouts share it (the contiguous one where
     the target supports it), and the mask cases where the target has verl's entry points."""
     layouts = ["zigzag", "contiguous"] if "contiguous" in caps() else ["zigzag"]
-    parts = [{"cp": cp, "cases": [case for layout in layouts for case in _cases(cp, layout)],
-              "packed": _packed_cases(cp) if "packed_seqs" in caps() else []} for cp in CPS]
+    parts: list[dict[str, Any]] = [
+        {"cp": cp, "cases": [case for layout in layouts for case in _cases(cp, layout)],
+         "packed": _packed_cases(cp) if "packed_seqs" in caps() else []} for cp in CPS]
     job = {"timeout": TIMEOUT_S, "target": target_spec(), "parts": parts}
     results = gloo.launch("thd_packing.conformance._distributed", job,
                           tmp_path_factory.mktemp("world"), WORLD, TIMEOUT_S * 2)
