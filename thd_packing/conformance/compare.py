@@ -61,21 +61,6 @@ def in_scope(rules: np.ndarray, scope: frozenset[str] | None) -> np.ndarray:
     return np.ones(rules.shape, dtype=bool) if scope is None else np.isin(rules, sorted(scope))
 
 
-_SLOTS: list[tuple[Any, Any, int, bool, tuple[np.ndarray, np.ndarray]]] = []
-
-
-def _specified(plan: Any, cfg: Any, rank: int, need_roll: bool) -> tuple[np.ndarray, np.ndarray]:
-    """`reference.specified_slots` of one rank of a reference plan, computed once for the row
-    and the position-id checks of the same pack (the literal reference walks every row)."""
-    for seen, seen_cfg, seen_rank, seen_roll, slots in _SLOTS:
-        if seen is plan and seen_cfg == cfg and seen_rank == rank and seen_roll == need_roll:
-            return slots
-    slots = reference.specified_slots(plan, cfg, rank, need_roll)
-    _SLOTS.append((plan, cfg, rank, need_roll, slots))
-    del _SLOTS[:-16]  # the ranks of the current case
-    return slots
-
-
 def check_rows(case: PackCase, got: list[RankResult], want: list[RankResult],
                scope: frozenset[str] | None = None) -> None:
     """R-ROW-*, R-ROLL-*: specified rows equal the reference (real rows bit for bit). With
@@ -85,7 +70,7 @@ def check_rows(case: PackCase, got: list[RankResult], want: list[RankResult],
         if g.rows.dtype != w.rows.dtype or g.rows.shape != w.rows.shape:
             raise RuleViolation(f"rank {rank}: rows {g.rows.dtype}{list(g.rows.shape)}, spec "
                                 f"{w.rows.dtype}{list(w.rows.shape)}", {"R-ROW-1"})
-        rows_spec, _ = _specified(w.meta, cfg, rank, case.need_roll)
+        rows_spec, _ = reference.specified_slots(w.meta, cfg, rank, case.need_roll)
         rmap = reference.row_map(w.meta, cfg, rank)
         real = np.fromiter((src.real for src in rmap), dtype=bool, count=len(rmap))
         rule = np.where(real, "R-ROLL-1" if case.need_roll else "R-ROW-1",
@@ -112,7 +97,7 @@ def check_positions(case: PackCase, got: list[RankResult], want: list[RankResult
                 g.pos.dtype != np.int64 and (scope is None or "R-POS-1" in scope)):
             raise RuleViolation(f"rank {rank}: position_ids {g.pos.dtype}{list(g.pos.shape)}, "
                                 f"spec int64{list(w.pos.shape)}", {"R-POS-1"})
-        _, pos_spec = _specified(w.meta, cfg, rank, case.need_roll)
+        _, pos_spec = reference.specified_slots(w.meta, cfg, rank, case.need_roll)
         differ = np.flatnonzero(np.asarray(pos_spec) & (g.pos != w.pos))
         if not differ.size:
             continue
