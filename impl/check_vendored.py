@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# Implements THD packing spec 1.2.1
+# Implements THD packing spec 2.0.0
 """Check a vendored copy: pack and unpack the spec's zigzag example (spec §13.2).
 
 Ships with the package so that it travels with every copy. Run it under the copy's new name:

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# Implements THD packing spec 1.2.1
+# Implements THD packing spec 2.0.0
 """`PackConfig`: the static packing configuration and its validation (R-IN-3, R-ERR-1..4, -12).
 
 Pure Python: no tensor is created here, so a config can be built and checked anywhere.

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# Implements THD packing spec 1.2.1
+# Implements THD packing spec 2.0.0
 """`resolve_engine_config`: verl's Megatron engine flags to a `PackConfig` (spec §10)."""
 
 from __future__ import annotations

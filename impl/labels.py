@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# Implements THD packing spec 1.2.1
+# Implements THD packing spec 2.0.0
 """`loss_mask`: where a rank's next-token labels are real (spec §8a, R-LABEL-3).
 
 It depends on the plan and the rank alone: the chunk table of the rolled row map (a chunk's

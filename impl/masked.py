@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# Implements THD packing spec 1.2.1
+# Implements THD packing spec 2.0.0
 """The padded-batch-plus-mask input form: `pack_thd(x, config, rank, mask=attention_mask)`.
 
 Most RL trainers hold a micro-batch as one padded tensor `x [B, S, *trail]` with a bool

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# Implements THD packing spec 1.2.1
+# Implements THD packing spec 2.0.0
 """Drop-in replacements for verl 0.9.1's Megatron packing entry points: the engine path's
 `preprocess_thd_engine` / `postprocess_thd_engine` (nested tensors) and the non-engine path's
 `preprocess_packed_seqs` / `postprocess_packed_seqs` (a padded batch and an attention mask).

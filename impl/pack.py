@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# Implements THD packing spec 1.2.1
+# Implements THD packing spec 2.0.0
 """`pack_thd`: one gather per packed tensor through the rank's row map (spec §1, §5-§8, §11).
 
 Inputs (R-IN-1): a list/tuple of tensors `[L_i, *trail]`, a jagged nested tensor (gathered

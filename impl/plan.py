@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# Implements THD packing spec 1.2.1
+# Implements THD packing spec 2.0.0
 """The plan: padded lengths, boundaries and totals, computed on the host (spec §2-§4).
 
 Lengths are brought to the host once (a list, a CPU tensor, or one device-to-host copy when they

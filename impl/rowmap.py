@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# Implements THD packing spec 1.2.1
+# Implements THD packing spec 2.0.0
 """Row maps as chunk tables, and their expansion into per-row indices (spec §5, §7, §8, §9).
 
 A rank's local rows are a concatenation of *chunks*, one or two per sequence: runs of rows whose

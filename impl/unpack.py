@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# Implements THD packing spec 1.2.1
+# Implements THD packing spec 2.0.0
 """`unpack_thd`: one gather over all ranks' rows through the inverse row map (spec §9).
 
 The ranks' rows are concatenated in rank order (skipped when cp = 1), then one `index_select`

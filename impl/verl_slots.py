@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# Implements THD packing spec 1.2.1
+# Implements THD packing spec 2.0.0
 """verl 0.9.1's values in the slots the spec leaves unspecified (R-MEG-4, R-MEG-5).
 
 `pack_thd` may put anything on a padding row's position id (R-POS-3) and on a sequence's last

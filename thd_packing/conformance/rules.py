@@ -52,8 +52,11 @@ def spec_rules() -> dict[str, str]:
 def suite_rules() -> dict[str, str]:
     """The rules the suite judges: every spec rule but section 1a's (R-DEV-*: where a device
     API keeps its outputs and which values it reads, checked by impl's own tests on torch's
-    `meta` device, tests/impl/test_devices.py)."""
-    return {rule: text for rule, text in spec_rules().items() if not rule.startswith("R-DEV-")}
+    `meta` device, tests/impl/test_devices.py) and the bin step's (R-BIN-*, spec/bins.md: a
+    packer is handed its bins, it does not choose them; tests/reference/test_bins.py and
+    tests/impl/test_bins.py judge the two binners)."""
+    return {rule: text for rule, text in spec_rules().items()
+            if not rule.startswith(("R-DEV-", "R-BIN-"))}
 
 
 def _rule_key(rule: str) -> tuple[str, int]:

@@ -12,6 +12,7 @@ from typing import Any
 
 SPEC_DIR = Path(__file__).resolve().parent
 SPEC_FILE = SPEC_DIR / "thd-packing.md"
+BINS_FILE = SPEC_DIR / "bins.md"  # the bin step (spec 2.0)
 ERRATA_FILE = SPEC_DIR / "errata.md"
 VECTORS_DIR = SPEC_DIR / "vectors"
 SPEC_VERSION = (SPEC_DIR / "VERSION").read_text().strip()
@@ -19,12 +20,18 @@ SPEC_VERSION = (SPEC_DIR / "VERSION").read_text().strip()
 RULE_DEFINITION = re.compile(r"^- \*\*(R-[A-Z][A-Z0-9]*-[0-9]+)\*\*", re.MULTILINE)
 RULE_ID = re.compile(r"R-[A-Z][A-Z0-9]*-[0-9]+")  # groups may hold digits: R-FP8-1
 EXAMPLE_BLOCK = re.compile(r"^```example\n(.*?)^```", re.MULTILINE | re.DOTALL)
+BINS_BLOCK = re.compile(r"^```bins\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 
 def rule_ids(text: str | None = None) -> list[str]:
-    """Every rule the spec defines, in document order."""
-    source = SPEC_FILE.read_text() if text is None else text
+    """Every rule the spec defines, in document order (the pack step, then the bin step)."""
+    source = SPEC_FILE.read_text() + BINS_FILE.read_text() if text is None else text
     return RULE_DEFINITION.findall(source)
+
+
+def bin_examples() -> list[dict[str, Any]]:
+    """Every ```bins block of spec/bins.md (B8), parsed from JSON."""
+    return [json.loads(block) for block in BINS_BLOCK.findall(BINS_FILE.read_text())]
 
 
 def examples() -> list[dict[str, Any]]:
