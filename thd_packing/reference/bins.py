@@ -350,7 +350,7 @@ def bin_lengths(lengths: Any, config: BinConfig) -> Bins:
 
 
 def _greedy(config: BinConfig, pieces: list[Piece]) -> list[list[Piece]]:
-    """R-BIN-10..12 with R-BIN-17's bin count."""
+    """R-BIN-10, R-BIN-11 (first fit decreasing), R-BIN-12, with R-BIN-17's bin count."""
     order = pieces if config.algorithm == "first_fit" else decreasing(config, pieces)
     place = _best_fit if config.algorithm == "best_fit_decreasing" else _first_fit
     opened = config.min_bins
