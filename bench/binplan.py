@@ -51,12 +51,12 @@ class BinReport:
 def evaluate(steps: Sequence[Sequence[int]], pack: impl.PackConfig, capacity: int,
              cost: str, algorithm: str, dp: int) -> BinReport:
     """Bin every step under one capacity and cost, pack every bin, and measure."""
-    fields = {"pack": pack} if cost == "rows" else {}
-    config = ib.BinConfig(capacity, algorithm=algorithm, cost=cost, overflow="reject",
-                          bins_multiple_of=dp, min_bins=dp, **fields)
+    config = ib.BinConfig(capacity, algorithm=algorithm, cost=cost,
+                          pack=pack if cost == "rows" else None, bins_multiple_of=dp,
+                          min_bins=dp)
     tokens = rows = most = over = packs = 0
     worst = 0.0
-    keys = set()
+    keys: set[tuple[tuple[str, int], ...]] = set()
     for lengths in steps:
         bins = ib.bin_lengths(list(lengths), config)
         plans = [impl.plan_thd(b, pack) for b in bins.lengths()]
