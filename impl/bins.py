@@ -6,7 +6,7 @@ The spec says a bin fits when its plan builds within the capacity (R-BIN-5); her
 numbers worked out once: S_max, the largest sum of sizes a bin may hold, and N_max, the most
 pieces it may hold (B2). Every algorithm then runs on integer sizes with an O(log) structure:
 a max-tree over bins for first fit, a blocked sorted list of (room, bin) keys for best fit, a
-heap of states for Karmarkar-Karp. Pure Python and NumPy-free: vendorable with the rest of impl.
+heap of states for Karmarkar-Karp. Pure Python and torch only, like the rest of this package.
 """
 
 from __future__ import annotations

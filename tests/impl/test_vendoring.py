@@ -173,3 +173,16 @@ def test_shipped_check_fails_on_a_broken_copy(tmp_path: Path) -> None:
     proc = _run(tmp_path, "-m", "my_trainer._thd.check_vendored")
     assert proc.returncode != 0
     assert "rank 0 rows: got [0, 0, 2001, 2000, 0, 1000]" in proc.stderr
+
+
+def test_readme_binning_block_runs_on_a_copy(tmp_path: Path) -> None:
+    """The README's binning example, as printed, on a vendored copy (R-BIN-5: every pack
+    within the capacity, asserted by the block itself)."""
+    readme = (IMPL_DIR.parent / "README.md").read_text()
+    blocks = [b.split("```")[0] for b in readme.split("```python\n")[1:]]
+    block = next(b for b in blocks if "bin_lengths(step_lengths" in b)
+    _vendor(tmp_path)
+    (tmp_path / "readme_bins.py").write_text(block + "\nprint('ok', len(bins.bins), mine)\n")
+    run = _run(tmp_path, "readme_bins.py")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("ok ")
