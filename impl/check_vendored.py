@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Implements THD packing spec 2.0.0
-"""Check a vendored copy: pack and unpack the spec's zigzag example (spec §13.2).
+"""Check a vendored copy: pack and unpack the spec's zigzag example (spec §13.2) and bin the
+bin step's rows example (spec/bins.md B8.2).
 
 Ships with the package so that it travels with every copy. Run it under the copy's new name:
 
@@ -18,7 +19,7 @@ from typing import Any
 
 import torch
 
-from . import SPEC_VERSION, PackConfig, pack_thd, plan_thd, unpack_thd
+from . import SPEC_VERSION, BinConfig, PackConfig, bin_lengths, pack_thd, plan_thd, unpack_thd
 
 # Spec §13.2: cp_size = 2, zigzag; sequences of 3 and 5 tokens pad to 4 and 8 (A = 4). Rank 0
 # holds chunks 0 and 3 of each sequence, rank 1 chunks 1 and 2; padding rows are 0.
@@ -53,9 +54,25 @@ def test_zigzag_example_packs_and_unpacks() -> None:
     _expect("unpacked batch", [t.tolist() for t in back], [list(seq) for seq in SEQS])
 
 
+# spec/bins.md B8.2: lengths 4, 7, 2, 5, 3, 2 under tp = cp = 2 (A = 8) in bins of 16 rows,
+# first fit decreasing: two sequences per bin, in input order.
+BIN_LENGTHS = [4, 7, 2, 5, 3, 2]
+BINS = [[0, 1], [2, 3], [4, 5]]
+
+
+def test_bins_example() -> None:
+    """The bin step's rows example: every bin's plan within 16 rows."""
+    pack = PackConfig(tp_size=2, cp_size=2)
+    bins = bin_lengths(BIN_LENGTHS, BinConfig(16, cost="rows", pack=pack))
+    _expect("bins", bins.indices(), BINS)
+    _expect("fates", bins.fates, ["whole"] * len(BIN_LENGTHS))
+
+
 def main() -> int:
     test_zigzag_example_packs_and_unpacks()
-    print(f"ok: {__package__} packs and unpacks the zigzag example of spec {SPEC_VERSION}")
+    test_bins_example()
+    print(f"ok: {__package__} packs and unpacks the zigzag example of spec {SPEC_VERSION} "
+          "and bins its rows example")
     return 0
 
 

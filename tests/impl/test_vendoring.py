@@ -162,7 +162,7 @@ def test_shipped_check_passes_on_a_copy(tmp_path: Path) -> None:
     by_pytest = _run(tmp_path, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                      "my_trainer/_thd/check_vendored.py")
     assert by_pytest.returncode == 0, by_pytest.stdout + by_pytest.stderr
-    assert "1 passed" in by_pytest.stdout
+    assert "2 passed" in by_pytest.stdout
 
 
 def test_shipped_check_fails_on_a_broken_copy(tmp_path: Path) -> None:
