@@ -59,6 +59,10 @@ def test_vector(vector: dict[str, Any]) -> None:
 
     got = _outcome(run)
     assert got == (vector.get("error") or (vector["bins"], vector["fates"]))
+    if "ranks" in vector:
+        config = _config(vector["config"])
+        bins = ib.bin_lengths(vector["lengths"], config)
+        assert ib.ranks(bins, config, vector["dp_size"]) == vector["ranks"]
 
 
 PACKS = [

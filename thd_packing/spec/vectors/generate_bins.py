@@ -101,17 +101,21 @@ def _error(call: Any) -> str | None:
     return None
 
 
-def bin_vector(name: str, rules: list[str], lengths: Any, fields: dict[str, Any]
-               ) -> dict[str, Any]:
+def bin_vector(name: str, rules: list[str], lengths: Any, fields: dict[str, Any],
+               dp_size: int | None = None) -> dict[str, Any]:
+    """A `bin_lengths` call; with `dp_size`, also each rank's bins (R-BIN-20)."""
     vector: dict[str, Any] = {"name": name, "call": "bin_lengths", "rules": rules,
                               "lengths": lengths, "config": fields}
     out: list[rb.Bins] = []
     error = _error(lambda: out.append(rb.bin_lengths(lengths, rb.as_config(fields))))
     if error:
         vector["error"] = error
-    else:
-        vector["bins"] = [[list(p) for p in b] for b in out[0].bins]
-        vector["fates"] = out[0].fates
+        return vector
+    vector["bins"] = [[list(p) for p in b] for b in out[0].bins]
+    vector["fates"] = out[0].fates
+    if dp_size is not None:
+        vector["dp_size"] = dp_size
+        vector["ranks"] = rb.ranks(out[0], rb.as_config(fields), dp_size)
     return vector
 
 
@@ -119,7 +123,7 @@ def build() -> list[dict[str, Any]]:
     vectors = []
     for example in bin_examples():
         vectors.append(bin_vector(example["name"], example["rules"], example["lengths"],
-                                  example["config"]))
+                                  example["config"], example.get("dp_size")))
     for name, rules, lengths, fields in CASES:
         vectors.append(bin_vector(name, sorted(set(rules)), lengths, fields))
     for name, weights, k, equal_size in PARTITIONS:
