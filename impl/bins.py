@@ -16,8 +16,6 @@ from bisect import bisect_left, bisect_right, insort
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-import torch
-
 from .config import INT32_MAX, PackConfig, as_integer, ceil_to
 from .plan import Plan, check_lengths, host_lengths, plan_thd
 
@@ -146,10 +144,9 @@ def _host_list(values: Any, name: str) -> list[int]:
     """R-BIN-1 as impl's plan reads lengths (host_lengths), zero examples allowed."""
     if isinstance(values, (list, tuple)) and not values:
         return []
-    if isinstance(values, torch.Tensor) and values.dim() == 1 and values.numel() == 0:
-        host_lengths(values, name)  # the dtype check still applies
-        return []
     lengths = host_lengths(values, name)
+    if lengths.numel() == 0:  # an empty array or tensor of an integer dtype: no example
+        return []
     check_lengths(lengths, name)
     return lengths.tolist()
 

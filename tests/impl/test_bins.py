@@ -154,6 +154,17 @@ def test_input_forms(form: Any) -> None:
     assert ib.bin_lengths(lengths, config) == rb_as_impl(rb.bin_lengths(lengths, rb.BinConfig(48)))
 
 
+@pytest.mark.rules("R-BIN-1")
+@pytest.mark.parametrize("empty", [[], (), np.array([], dtype=np.int64),
+                                   torch.tensor([], dtype=torch.int32)])
+def test_no_examples(empty: Any) -> None:
+    """No example, in any input form, gives no bins."""
+    out = ib.bin_lengths(empty, ib.BinConfig(8))
+    assert out.bins == [] and out.fates == []
+    with pytest.raises(TypeError):
+        ib.bin_lengths(torch.tensor([], dtype=torch.float32), ib.BinConfig(8))
+
+
 def rb_as_impl(out: rb.Bins) -> ib.Bins:
     return ib.Bins(bins=[[ib.Piece(*p) for p in b] for b in out.bins], fates=out.fates)
 

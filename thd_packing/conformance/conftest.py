@@ -21,7 +21,7 @@ import pytest
 from hypothesis import reject, settings
 from hypothesis.errors import HypothesisException
 
-from thd_packing.conformance import outcomes, plugin, report
+from thd_packing.conformance import bins_quality, outcomes, plugin, report
 from thd_packing.conformance.protocol import ALL_EMPTY, describe, zero_length_of
 from thd_packing.conformance.rules import spec_version, suite_rules
 from thd_packing.conformance.targets import TargetLoadError, load_target
@@ -110,11 +110,34 @@ def _in_suite(item: pytest.Item) -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Every test names the rules it checks (or is a meta test): untraceable tests are errors."""
+    """Every test names the rules it checks (or is a meta test): untraceable tests are errors.
+    A packer's tiers are deselected for a target without `pack`, the bin tier for one without
+    `bin` or `partition`: their rules are not the target's (`suite_rules(roles)`)."""
     missing = [item.nodeid for item in items if _in_suite(item)
                and not _item_rules(item) and item.get_closest_marker("meta") is None]
     if missing:
         raise pytest.UsageError("tests without @pytest.mark.rules(...): " + ", ".join(missing))
+    roles = _roles()
+    keep, dropped = [], []
+    for item in items:
+        role = "bin" if Path(str(item.path)).name == BIN_TIER else "pack"
+        judged = not _in_suite(item) or item.get_closest_marker("meta") is not None
+        (keep if judged or role in roles else dropped).append(item)
+    if dropped:  # another role's tiers: not run, not in the report (suite_rules(roles))
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+
+
+BIN_TIER = "test_bins.py"
+
+
+def _roles() -> tuple[str, ...]:
+    """"pack" for a packer, "bin" for a binner or balancer (conformance/bins_protocol.py)."""
+    adapter = target().adapter
+    roles: tuple[str, ...] = ("pack",) if callable(getattr(adapter, "pack", None)) else ()
+    if any(callable(getattr(adapter, name, None)) for name in ("bin", "partition")):
+        roles += ("bin",)
+    return roles
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -215,6 +238,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         for output, why in missing:  # never given: its rules are declined, not passed
             outcomes.decline(entry, OPTIONAL_OUTPUTS[output], output, why)
         outcomes.add_side(entry, side)
+        quality = bins_quality.take() if rep.when == "call" else []
+        if quality:
+            entry["quality"] = quality
         rep.user_properties.append(outcomes.to_property(entry))
     if side and rep.passed:  # the run fails on them too, not only the report
         rep.outcome = "failed"
@@ -266,7 +292,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if not _RESULTS or hasattr(config, "workerinput"):
         return
     subject = target()
-    matrix = report.fold(_RESULTS, suite_rules(), caps())
+    matrix = report.fold(_RESULTS, suite_rules(_roles()), caps())
     header = {
         "target": target_spec(),
         "name": str(subject.name),
@@ -276,6 +302,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         "spec_version": spec_version(),
         "hypothesis_profile": _profile(),
         "skipped_modules": dict(_SKIPPED_MODULES),
+        "bin_quality": bins_quality.summary([q for e in _RESULTS for q in e.get("quality", [])]),
     }
     doc = report.payload(_RESULTS, matrix, header)
     json_path, md_path = report.write(_report_dir(config), str(subject.name), doc, matrix)
@@ -284,6 +311,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     for line in report.terminal_lines(doc, matrix):
         tr.write_line(line)
     tr.write_line(f"rules: {doc['summary']}; tests: {doc['test_summary']}")
+    quality = doc.get("bin_quality") or {}
+    if quality.get("calls"):
+        tr.write_line(f"bin quality (measured, not judged): {quality}")
     tr.write_line(_pytest_counts(tr.stats))
     for module, reason in _SKIPPED_MODULES.items():
         tr.write_line(f"skipped: {module}: {reason}")

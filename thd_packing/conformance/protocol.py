@@ -163,7 +163,10 @@ def declared_of(target: Any) -> Declared:
 
 def problems(target: Any) -> list[str]:
     """Why `target` does not follow the protocol (empty: it does)."""
-    out = [f"no {what!r}" for what in ("name", "pack") if not hasattr(target, what)]
+    roles = [what for what in ("pack", "bin", "partition") if hasattr(target, what)]
+    out = [] if hasattr(target, "name") else ["no 'name'"]
+    if not roles:
+        out.append("no 'pack' (a packer), 'bin' (a binner) or 'partition' (a balancer)")
     decl = declared_of(target)
     if not isinstance(decl, Declared):
         return [*out, f"declared is {type(decl).__name__}, not conformance.protocol.Declared"]

@@ -226,6 +226,15 @@ def _findings_md(doc: dict[str, Any]) -> list[str]:
     return [*lines, "", f"**Declined** (never drawn, never failed): {declined or 'nothing'}.", ""]
 
 
+def _quality_md(doc: dict[str, Any]) -> list[str]:
+    """A binner's measured quality (conformance/bins_quality.py): figures, not verdicts."""
+    quality = {k: v for k, v in (doc.get("bin_quality") or {}).items() if k != "calls"}
+    if not quality:
+        return []
+    return ["## Bin quality (measured, not judged)", "",
+            *(f"- {key.replace('_', ' ')}: {value}" for key, value in quality.items()), ""]
+
+
 def markdown(doc: dict[str, Any], matrix: dict[str, dict[str, Any]]) -> str:
     lines = [
         f"# THD conformance: target `{doc['name']}` (`{doc['target']}`)",
@@ -237,6 +246,7 @@ def markdown(doc: dict[str, Any], matrix: dict[str, dict[str, Any]]) -> str:
         "",
         f"Tests: {doc['test_summary']}",
         "",
+        *_quality_md(doc),
         *_findings_md(doc),
         "## Rule matrix",
         "",

@@ -49,14 +49,19 @@ def spec_rules() -> dict[str, str]:
     return dict(sorted(rules.items(), key=lambda kv: _rule_key(kv[0])))
 
 
-def suite_rules() -> dict[str, str]:
-    """The rules the suite judges: every spec rule but section 1a's (R-DEV-*: where a device
-    API keeps its outputs and which values it reads, checked by impl's own tests on torch's
-    `meta` device, tests/impl/test_devices.py) and the bin step's (R-BIN-*, spec/bins.md: a
-    packer is handed its bins, it does not choose them; tests/reference/test_bins.py and
-    tests/impl/test_bins.py judge the two binners)."""
-    return {rule: text for rule, text in spec_rules().items()
-            if not rule.startswith(("R-DEV-", "R-BIN-"))}
+def suite_rules(roles: tuple[str, ...] = ("pack", "bin")) -> dict[str, str]:
+    """The rules the suite judges of a target with these roles: a packer's ("pack"), every
+    spec rule but section 1a's (R-DEV-*: where a device API keeps its outputs and which values
+    it reads, checked by impl's own tests on torch's `meta` device, tests/impl/test_devices.py)
+    and the bin step's; a binner's or balancer's ("bin"), the bin step's (R-BIN-*,
+    spec/bins.md)."""
+    out = {}
+    for rule, text in spec_rules().items():
+        binning = rule.startswith("R-BIN-")
+        if rule.startswith("R-DEV-") or ("bin" if binning else "pack") not in roles:
+            continue
+        out[rule] = text
+    return out
 
 
 def _rule_key(rule: str) -> tuple[str, int]:

@@ -61,7 +61,8 @@ def load_target(spec: str) -> Any:
         raise TargetLoadError(
             f"target {spec!r}: {module_name!r} has no attribute {attr!r}"
         ) from exc
-    if not hasattr(obj, "pack") or isinstance(obj, type):
+    if not any(hasattr(obj, role) for role in ("pack", "bin", "partition")) or isinstance(
+            obj, type):
         try:
             obj = obj()
         except Exception as exc:

@@ -13,7 +13,9 @@ import numpy as np
 import torch
 
 import impl
+import impl.bins
 
+from ..bins_protocol import BinDeclared, Binned
 from ..protocol import Config, Declared, Meta, Packed, plain_meta, plan_fields
 
 
@@ -75,7 +77,7 @@ def shard_tensors(shards: Any) -> Any:
 
 
 class ImplTarget:
-    """Adapter over `impl/` (torch CPU tensors)."""
+    """Adapter over `impl/` (torch CPU tensors): the packer and the binner."""
 
     name = "impl"
     description = "impl/ (vectorized torch) and impl/megatron.py"
@@ -84,6 +86,22 @@ class ImplTarget:
          "static_metadata", "tail_segment", "seq_align_cp", "large_totals",
          "forged_plan_checks", "seq_align_none", "tail_tokens", "fixed_total",
          "labels_ignore"}))
+
+    declared_bins = BinDeclared(
+        algorithms=frozenset(impl.bins.ALGORITHMS), overflow=frozenset(impl.bins.OVERFLOWS),
+        costs=frozenset(impl.bins.COSTS), order="input",
+        features=frozenset({"min_bins", "bins_multiple_of", "equal_size"}))
+
+    def bin(self, lengths: Any, config: Config) -> Binned:
+        """impl.bins.bin_lengths; its pieces and fates as it returns them (spec/bins.md)."""
+        fields = dict(config)
+        if isinstance(fields.get("pack"), dict):
+            fields["pack"] = impl.PackConfig(**fields["pack"])
+        out = impl.bin_lengths(lengths, impl.BinConfig(**fields))
+        return Binned(out.bins, out.fates)
+
+    def partition(self, weights: Any, k: Any, equal_size: Any) -> Any:
+        return impl.partition(weights, k, equal_size)
 
     def pack(
         self, seqs: Any, config: Config, cp_rank: Any, *, need_roll: Any = False,

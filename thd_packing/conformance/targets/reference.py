@@ -7,7 +7,9 @@ from typing import Any
 import numpy as np
 
 from thd_packing import reference
+from thd_packing.reference import bins as reference_bins
 
+from ..bins_protocol import BinDeclared, Binned
 from ..protocol import Config, Declared, Meta, Packed, plain_meta, plan_fields
 
 
@@ -24,6 +26,18 @@ class ReferenceTarget:
         {"bucket", "fp8", "fp8_recipes", "min_local_rows", "need_roll", "pad_value",
          "static_metadata", "tail_segment", "seq_align_cp", "seq_align_none", "tail_tokens",
          "fixed_total", "labels_ignore"}))
+    declared_bins = BinDeclared(
+        algorithms=frozenset(reference_bins.ALGORITHMS),
+        overflow=frozenset(reference_bins.OVERFLOWS), costs=frozenset(reference_bins.COSTS),
+        order="input", features=frozenset({"min_bins", "bins_multiple_of", "equal_size"}))
+
+    def bin(self, lengths: Any, config: Config) -> Binned:
+        """reference.bins.bin_lengths, as it returns its pieces and fates."""
+        out = reference_bins.bin_lengths(lengths, reference_bins.as_config(dict(config)))
+        return Binned(out.bins, out.fates)
+
+    def partition(self, weights: Any, k: Any, equal_size: Any) -> Any:
+        return reference_bins.partition(weights, k, equal_size)
 
     def pack(
         self, seqs: Any, config: Config, cp_rank: Any, *, need_roll: Any = False,
