@@ -118,7 +118,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if missing:
         raise pytest.UsageError("tests without @pytest.mark.rules(...): " + ", ".join(missing))
     roles = _roles()
-    keep, dropped = [], []
+    keep: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
     for item in items:
         role = "bin" if Path(str(item.path)).name == BIN_TIER else "pack"
         judged = not _in_suite(item) or item.get_closest_marker("meta") is not None
