@@ -18,10 +18,36 @@ import torch
 from thd_packing.conformance.protocol import Config, Declared, Meta, Packed
 
 from . import _wheel
+from ._wiring import not_wired, wired
 
 EXPECTED_VERSION = "0.11.2"
 RING_PATH = "openrlhf/models/ring_attn_utils.py"
 _HINT = f"`nox -s conformance -- --target openrlhf` installs openrlhf=={EXPECTED_VERSION} --no-deps"
+_RING = "openrlhf.models.ring_attn_utils"
+WIRING = {
+    f"{_RING}.unpad_and_slice_tensor": {
+        "sequences": wired("seqs (right-padded [B, S] by the glue)"),
+        "attention_mask": not_wired(
+            "the padded batch's mask (R-IN-7, pack_masked): the glue's is right-padded; "
+            "pack_masked (left and scattered padding) is not wired in this adapter"),
+        "ring_attn_group": wired("cp_size, cp_rank (contiguous)"),
+    },
+    f"{_RING}.gather_and_pad_tensor": {
+        "tensor": wired("unpack: the shards"),
+        "ring_attn_group": wired("cp_size"),
+        "ring_attn_pad_len": wired("unpack: total - sum(seqlens)"),
+        "indices": wired("unpack: the real rows' indices in [B, S]"),
+        "batch": wired("unpack: B"),
+        "seqlen": wired("unpack: S"),
+    },
+    f"{_RING}.get_tensor_in_current_ring_attn_rank": {
+        "tensors": not_wired("the same ring slice for a tensor beside the rows (log-probs, "
+                             "masks): labels beside the rows are not drawn for OpenRLHF, "
+                             "whose labels are a separate tensor; needs a beside-rows rule"),
+        "ring_attn_group": not_wired("as tensors"),
+        "pad_id": not_wired("as tensors"),
+    },
+}
 
 
 # -- glue: flash-attn's bert_padding helpers and einops, as documented ------------------------

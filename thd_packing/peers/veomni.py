@@ -19,12 +19,38 @@ import torch
 from thd_packing.conformance.protocol import Config, Declared, Packed
 
 from . import _tokens, _wheel
+from ._wiring import fixed, no_effect, not_wired, wired
 
 EXPECTED_VERSION = "0.1.12"
 COLLATOR_PATH = "veomni/data/data_collator.py"
 CONSTANTS_PATH = "veomni/utils/constants.py"
 TRANSFORM_PATH = "veomni/utils/seqlen_pos_transform_utils.py"
 _HINT = f"`nox -s conformance -- --target veomni` installs veomni=={EXPECTED_VERSION} --no-deps"
+_COLLATORS = "veomni.data.data_collator"
+_SP = not_wired(
+    "SequenceParallelCollator's Ulysses pad and contiguous slice: expressible "
+    "(cp_layout='contiguous', seq_align='none'), not wired: the adapter runs with SP off and "
+    "needs veomni's parallel state (sp_size, sp_rank) to drive it")
+WIRING = {
+    f"{_COLLATORS}.PackingCollator": {
+        "collate_infos": fixed("DEFAULT_DATA_COLLATE_INFO: the text keys' pack dims and pad "
+                               "values"),
+        "pad_to_length": wired("fixed_total"),
+        "seq_classification": fixed("False: causal LM, the first label of each sequence "
+                                    "ignored"),
+        "metadata_collate_func": no_effect("multimodal metadata only"),
+    },
+    f"{_COLLATORS}.PackingCollator.__call__": {
+        "features.input_ids": wired("seqs (one feature per sequence)"),
+        "features.labels": wired("need_roll: the ids as labels; a prompt mask is not drawn"),
+        "features.position_ids": fixed("arange(L) per feature, as the dataset gives"),
+    },
+    f"{_COLLATORS}.SequenceParallelCollator": {
+        "collate_infos": _SP,
+        "seq_classification": fixed("False: causal LM"),
+        "metadata_collate_func": no_effect("multimodal metadata only"),
+    },
+}
 
 
 def _stubs() -> dict[str, types.ModuleType]:
