@@ -57,10 +57,39 @@ def test_wiring_matches_the_installed_signatures(peer: str) -> None:
     assert 0 <= judged <= paths
 
 
+@pytest.mark.parametrize("peer", sorted(PEERS))
+def test_the_findings_page_opens_with_the_wiring(peer: str) -> None:
+    """The page's wiring section is the adapter's WIRING, right after the verdict
+    (`python -m thd_packing.peers._wiring` rewrites it)."""
+    page = Path(__file__).parents[2] / "docs" / "findings" / f"{_wiring.PAGES[peer]}.md"
+    text = page.read_text(encoding="utf-8")
+    wiring = importlib.import_module(f"thd_packing.peers.{peer}").WIRING
+    assert _wiring.table(wiring) in text
+    verdict = text.index("**Verdict.**")
+    assert text.index(_wiring.PAGE_START) == text.index("\n\n", verdict) + 2
+
+
+def test_the_page_section_goes_after_the_verdict_once(tmp_path: Path) -> None:
+    w = _wiring
+    page = tmp_path / "peer.md"
+    page.write_text("# Peer\n\n**Verdict.** Clean.\nStill the verdict.\n\n## What runs\n")
+    wiring = {"fakepeer.pack.pack": {"seqs": w.wired("seqs"), "bucket": w.not_wired("no")}}
+    w.write_page(page, wiring)
+    first = page.read_text()
+    assert first.startswith("# Peer\n\n**Verdict.** Clean.\nStill the verdict.\n\n"
+                            f"{w.PAGE_START}\n## Wiring\n\njudged: 1 of 2 paths")
+    assert first.endswith(f"{w.PAGE_END}\n\n## What runs\n")
+    wiring["fakepeer.pack.pack"]["bucket"] = w.wired("bucket")
+    w.write_page(page, wiring)
+    second = page.read_text()
+    assert second.count(w.PAGE_START) == 1 and "judged: 2 of 2 paths" in second
+    assert second.replace("2 of 2", "1 of 2").replace("wired: bucket", "not wired: no") == first
+
+
 def test_every_peer_has_an_inventory() -> None:
     peers = {p.stem for p in Path(_wiring.__file__).parent.glob("*.py")
              if not p.stem.startswith("_")}
-    assert peers == set(PEERS)
+    assert peers == set(PEERS) == set(_wiring.PAGES)
 
 
 @pytest.fixture

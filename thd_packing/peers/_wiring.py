@@ -159,10 +159,49 @@ def problems(wiring: Wiring) -> list[str]:
 
 
 def table(wiring: Wiring) -> str:
-    """The wiring as a Markdown table (the findings pages' first table)."""
+    """The findings page's wiring section: "judged: X of Y paths", then every row."""
     judged, paths = counts(wiring)
-    lines = ["| entry point | parameter | wiring |", "| --- | --- | --- |"]
+    lines = [f"judged: {judged} of {paths} paths ([what a path is](README.md#wiring)).", "",
+             "| entry point | parameter | wiring |", "| --- | --- | --- |"]
     for qualname, listed in wiring.items():
         for param, wire in listed.items():
             lines.append(f"| `{qualname}` | `{param}` | {wire.kind}: {wire.note} |")
-    return "\n".join([*lines, "", f"judged: {judged} of {paths} paths"])
+    return "\n".join(lines)
+
+
+PAGE_START = ("<!-- wiring: generated from the adapter's WIRING "
+              "(python -m thd_packing.peers._wiring) -->")
+PAGE_END = "<!-- /wiring -->"
+
+
+def write_page(page: Path, wiring: Wiring) -> None:
+    """Put the wiring section right after the page's verdict paragraph (or replace it)."""
+    text = page.read_text(encoding="utf-8")
+    section = f"{PAGE_START}\n## Wiring\n\n{table(wiring)}\n{PAGE_END}\n"
+    if PAGE_START in text:
+        head, _, rest = text.partition(PAGE_START)
+        text = head + section + rest.partition(PAGE_END + "\n")[2]
+    else:
+        start = text.index("**Verdict.**")
+        end = text.index("\n\n", start) + 2
+        text = text[:end] + section + "\n" + text[end:]
+    page.write_text(text, encoding="utf-8")
+
+
+PAGES = {"areal": "areal", "megatron_bridge": "megatron-bridge",
+         "megatron_core": "megatron-core", "ms_swift": "ms-swift", "openrlhf": "openrlhf",
+         "torchtitan": "torchtitan", "torchtune": "torchtune", "transformers": "transformers",
+         "trl": "trl", "veomni": "veomni", "verl": "verl", "verl_fsdp": "verl-fsdp"}
+
+
+def main() -> None:
+    """Rewrite every findings page's wiring section from the adapters (run from the checkout)."""
+    import importlib
+
+    for module, page in PAGES.items():
+        wiring = importlib.import_module(f"thd_packing.peers.{module}").WIRING
+        write_page(Path("docs/findings") / f"{page}.md", wiring)
+
+
+if __name__ == "__main__":
+    main()
