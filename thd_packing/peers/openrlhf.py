@@ -27,9 +27,8 @@ _RING = "openrlhf.models.ring_attn_utils"
 WIRING = {
     f"{_RING}.unpad_and_slice_tensor": {
         "sequences": wired("seqs (right-padded [B, S] by the glue)"),
-        "attention_mask": not_wired(
-            "the padded batch's mask (R-IN-7, pack_masked): the glue's is right-padded; "
-            "pack_masked (left and scattered padding) is not wired in this adapter"),
+        "attention_mask": wired("the mask form (pack_masked, R-IN-7: left, right and "
+                                "scattered padding); pack: the glue's right padding"),
         "ring_attn_group": wired("cp_size, cp_rank (contiguous)"),
     },
     f"{_RING}.gather_and_pad_tensor": {
@@ -184,13 +183,29 @@ class OpenRLHFTarget:
         pad_value: Any = 0,
     ) -> Packed:
         self._declined(config, need_roll, pad_value, seqs)
-        cp = int(config.get("cp_size", 1))
         batch, mask = self._padded_batch(seqs)
+        lengths = np.asarray([s.shape[0] for s in seqs], dtype=np.int32)
+        return self._unpad_and_slice(batch, mask, lengths, config, cp_rank)
+
+    def pack_masked(self, values: Any, mask: Any, config: Config, cp_rank: Any, *,
+                    need_roll: Any = False, pad_value: Any = 0) -> Packed:
+        """Capability `mask_form` (R-IN-7): OpenRLHF's own input, a padded [B, S] batch and
+        its attention mask, handed over as drawn (left, right or scattered padding)."""
+        self._declined(config, need_roll, pad_value, [])
+        if np.ndim(values) != 2:
+            raise NotImplementedError("the packed row is (1, total) token ids")
+        lengths = np.asarray(mask).sum(axis=1, dtype=np.int64).astype(np.int32)
+        return self._unpad_and_slice(torch.from_numpy(np.asarray(values)),
+                                     torch.from_numpy(np.asarray(mask)), lengths, config,
+                                     cp_rank)
+
+    def _unpad_and_slice(self, batch: torch.Tensor, mask: torch.Tensor, lengths: np.ndarray,
+                         config: Config, cp_rank: Any) -> Packed:
+        cp = int(config.get("cp_size", 1))
         self.ring.dist = _RingDist(cp, cp_rank)  # type: ignore[attr-defined]
         self._handed.clear()
         rows, pos, _, pad_len, _ = self.ring.unpad_and_slice_tensor(
             batch, mask, _RING_GROUP if cp > 1 else None)
-        lengths = np.asarray([s.shape[0] for s in seqs], dtype=np.int32)
         if self._handed:
             cu_padded = self._handed[-1].numpy().astype(np.int32)
         else:  # no ring group: cu_seqlens stays unpad_input's
