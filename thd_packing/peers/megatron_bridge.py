@@ -20,7 +20,7 @@ import torch
 from thd_packing.conformance.protocol import Config, Declared, Meta, Packed
 
 from . import _wheel
-from ._wiring import fixed, not_wired, wired
+from ._wiring import fixed, no_effect, not_wired, wired
 
 EXPECTED_VERSION = "0.3.1"
 DIST = "megatron-bridge"
@@ -31,20 +31,19 @@ _HINT = (f"`nox -s conformance -- --target megatron-bridge` installs "
          f"megatron-bridge=={EXPECTED_VERSION} --no-deps")
 IGNORE_INDEX = -100
 _BIN = "the bin step: no protocol key yet; needs the spec's bin rules in the protocol"
-_MASK = not_wired(
-    "the padded batch's mask (R-IN-7, pack_masked): given, the lengths come from it instead of "
-    "from the tokens; the VLM step passes None; pack_masked is not wired in this adapter")
 WIRING = {
     "megatron.bridge.training.vlm_step.pack_batch_sequences": {
         "tokens": wired("seqs (right-padded [B, S] by the glue)"),
         "labels": wired("labels beside the rows (the model tier, R-MODEL-4)"),
         "loss_mask": wired("loss_mask beside the rows (the model tier)"),
-        "attention_mask": _MASK,
+        "attention_mask": no_effect("a [B, 1, S, S] causal mask the packed path drops (it "
+                                    "returns None); lengths come from the tokens"),
         "position_ids": fixed("arange(S) per row, the collated batch's"),
         "pad_token_id": not_wired(
-            "pad_value: 0, Bridge's collate pad; declaring pad_value turns on the pad-value "
-            "rejection tests (R-ERR-1/10), which validated_elsewhere cannot decline for a "
-            "token-id packer; needs that decline"),
+            "the token value whose trailing run ends a sequence, and the padding's fill: 0, "
+            "Bridge's collate pad; declaring pad_value turns on the pad-value rejection tests "
+            "(R-ERR-1/10), which validated_elsewhere cannot decline for a token-id packer; "
+            "needs that decline"),
         "pad_to_multiple_of": wired("cp_size (2 * cp, as the step passes)"),
     },
     "megatron.bridge.training.utils.packed_seq_utils.get_packed_seq_params": {
