@@ -69,6 +69,15 @@ def test_the_findings_page_opens_with_the_wiring(peer: str) -> None:
     assert text.index(_wiring.PAGE_START) == text.index("\n\n", verdict) + 2
 
 
+def test_the_findings_table_counts_the_judged_paths() -> None:
+    """The findings README's row of each peer gives its "X of Y" judged paths."""
+    readme = (Path(__file__).parents[2] / "docs" / "findings" / "README.md").read_text()
+    for peer, page in _wiring.PAGES.items():
+        judged, paths = _wiring.counts(importlib.import_module(f"thd_packing.peers.{peer}").WIRING)
+        row = next(line for line in readme.splitlines() if line.startswith(f"| [{page}]("))
+        assert f"| {judged} of {paths}" in row, (peer, judged, paths)
+
+
 def test_the_page_section_goes_after_the_verdict_once(tmp_path: Path) -> None:
     w = _wiring
     page = tmp_path / "peer.md"

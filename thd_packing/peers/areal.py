@@ -82,8 +82,10 @@ WIRING = {
         "cu_seqlens": wired("the padded micro-batch's cu_seqlens (cu_seqlens_padded)"),
     },
     f"{_CP}.postprocess_packed_seqs_context_parallel": {
-        "output": not_wired("unpack: the all-gather of CP outputs back to sequences is not "
-                            "wired (R-UNPACK-1); needs the adapter's unpack()"),
+        "output": not_wired(
+            "unpack (R-UNPACK-1): the gather, then unpad_logits with AReaL's old_cu_seqlens, "
+            "whose B + 1 entries have none for the padding segment that the protocol's "
+            "seqlens under tail='segment' holds; needs that convention declarable"),
         "cu_seqlens": not_wired("unpack, as output"),
         "post_process": fixed("True on the last pipeline stage"),
         "gather_output": not_wired("unpack, as output"),
