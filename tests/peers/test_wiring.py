@@ -124,6 +124,10 @@ def fake_peer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
         class Packer:
             def __init__(self, tp, cp=1):
                 pass
+
+        @dataclass
+        class PaddedCollator(Collator):
+            bucket: int = 8
     """))
     monkeypatch.syspath_prepend(str(tmp_path))
     return "fakepeer.pack"
@@ -136,6 +140,8 @@ def test_the_signatures_come_from_the_files(fake_peer: str) -> None:
                                                           "pad_to_multiple_of"]
     assert _wiring.parameters(f"{fake_peer}.Collator.__call__") == ["features"]
     assert _wiring.parameters(f"{fake_peer}.Packer") == ["tp", "cp"]
+    assert _wiring.parameters(f"{fake_peer}.PaddedCollator") == [
+        "pad_token_id", "pad_to_multiple_of", "bucket"]
 
 
 def test_an_unlisted_parameter_fails(fake_peer: str) -> None:

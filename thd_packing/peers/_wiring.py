@@ -135,7 +135,17 @@ def parameters(qualname: str) -> list[str]:
                  and n.name == "__init__"), None)
     if init is not None:
         return _params(init, method=True)
-    return _dataclass_fields(found) if _is_dataclass(found) else []
+    if not _is_dataclass(found):
+        return []
+    # a dataclass's fields: those of its dataclass bases in the same file first
+    classes = {n.name: n for n in ast.parse(path.read_text(encoding="utf-8")).body
+               if isinstance(n, ast.ClassDef)}
+    fields: list[str] = []
+    for base in found.bases:
+        cls = classes.get(ast.unparse(base))
+        if cls is not None and _is_dataclass(cls):
+            fields += [f for f in _dataclass_fields(cls) if f not in fields]
+    return fields + [f for f in _dataclass_fields(found) if f not in fields]
 
 
 def problems(wiring: Wiring) -> list[str]:
