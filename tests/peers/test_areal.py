@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+_DIST: importlib.metadata.Distribution | None
 try:
     _DIST = importlib.metadata.distribution("areal")
 except importlib.metadata.PackageNotFoundError:

@@ -14,6 +14,7 @@ import importlib.util
 import numpy as np
 import pytest
 
+_DIST: importlib.metadata.Distribution | None
 try:
     _DIST = importlib.metadata.distribution("trl")
 except importlib.metadata.PackageNotFoundError:
