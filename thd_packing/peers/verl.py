@@ -73,6 +73,18 @@ WIRING = {
         "seq_len": wired("S"),
         "post_process": fixed("True: the last pipeline stage unpacks"),
     },
+    "verl.utils.dynamic_cp_scheduler.DynamicCPScheduler": {
+        "max_seqlen_per_dp_cp_rank": _DYNAMIC_CP,
+        "dp_size": _DYNAMIC_CP,
+        "cp_size": _DYNAMIC_CP,
+    },
+    "verl.utils.dynamic_cp_scheduler.DynamicCPScheduler.schedule": {
+        "batch": not_wired(_BIN + "; with a cp size per micro-batch (dynamic CP)"),
+        "dcp_group": _DYNAMIC_CP,
+        "tp_size": _DYNAMIC_CP,
+        "cp_layout": _DYNAMIC_CP,
+        "min_local_rows": _DYNAMIC_CP,
+    },
     "verl.utils.seqlen_balancing.rearrange_micro_batches": {
         "batch": not_wired(_BIN),
         "max_token_len": not_wired(_BIN),
