@@ -39,6 +39,12 @@ _MASK = not_wired(
     "row (AReaL's batches are right-padded); the mask form also draws left and scattered "
     "padding, and the protocol has no right-padded-only declaration; needs one")
 WIRING = {
+    "areal.utils.data.concat_padded_tensors": {
+        "tensor_dicts": wired("seqs (each trajectory's ids and mask of ones, [1, L])"),
+        "pad_value": not_wired("pad_value: the workflow executor's default 0.0; a token-id "
+                               "packer's pad value needs the pad-value rejection tests "
+                               "declinable"),
+    },
     "areal.utils.data.amend_position_ids": {
         "data.attention_mask": _MASK,
     },
@@ -151,8 +157,9 @@ class ArealTarget:
             "N_TOKENS_PER_PAGE": self.page,
             "DEFAULT_MAX_TOKENS_PER_MB": module_constant(data_path, "DEFAULT_MAX_TOKENS_PER_MB"),
         }
-        for fn in ("amend_position_ids", "pack_tensor_dict", "pad_packed_tensor_dict",
-                   "pad_mb_list"):
+        for fn in ("is_multi_modal_key", "get_batch_size", "_pad_cat_dim0",
+                   "concat_padded_tensors", "amend_position_ids", "pack_tensor_dict",
+                   "pad_packed_tensor_dict", "pad_mb_list"):
             _wheel.load_function(data_path, fn, ns)
         self.fns = ns
         s = _wheel.stub_module
@@ -192,17 +199,16 @@ class ArealTarget:
         if any(np.asarray(s).ndim != 1 for s in seqs):
             raise NotImplementedError("AReaL packs token ids [L]")
 
-    @staticmethod
-    def padded_batch(seqs: list[np.ndarray]) -> dict[str, torch.Tensor]:
-        """Glue: AReaL's rollout batch, right-padded ids and a bool attention mask [B, S]."""
-        width = max((s.shape[0] for s in seqs), default=0)
-        dtype = torch.from_numpy(np.asarray(seqs[0])).dtype
-        ids = torch.zeros(len(seqs), width, dtype=dtype)
-        mask = torch.zeros(len(seqs), width, dtype=torch.bool)
-        for i, s in enumerate(seqs):
-            ids[i, : s.shape[0]] = torch.from_numpy(np.ascontiguousarray(s))
-            mask[i, : s.shape[0]] = True
-        return {"input_ids": ids, "attention_mask": mask}
+    def padded_batch(self, seqs: list[np.ndarray]) -> dict[str, torch.Tensor]:
+        """AReaL's rollout batch: each trajectory as its workflows return it (ids and a bool
+        attention mask of ones, each [1, L]; workflow/rlvr.py:170-178), right-padded and
+        concatenated by its own concat_padded_tensors (data.py:241)."""
+        trajectories = []
+        for s in seqs:
+            ids = torch.from_numpy(np.ascontiguousarray(s))[None]
+            trajectories.append({"input_ids": ids,
+                                 "attention_mask": torch.ones(ids.shape, dtype=torch.bool)})
+        return dict(self.fns["concat_padded_tensors"](trajectories))
 
     def micro_batch(self, seqs: list[np.ndarray], tp: int, cp: int, fp8: bool = False) -> Any:
         """AReaL's own calls up to the padded micro-batch (megatron_engine.py:2052-2091)."""
