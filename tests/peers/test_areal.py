@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+_DIST: importlib.metadata.Distribution | None
 try:
     _DIST = importlib.metadata.distribution("areal")
 except importlib.metadata.PackageNotFoundError:
@@ -79,3 +80,20 @@ def test_the_total_is_the_page_multiple(target, tp, cp, lengths) -> None:  # typ
     meta = target.pack(seqs, {"tp_size": tp, "cp_size": cp}, 0).meta
     assert meta["total"] == -(-s // m) * m
     assert meta["local_rows"] * cp == meta["total"]
+
+
+def test_fp8_aligns_each_sequence_to_lcm_with_16(target) -> None:  # type: ignore[no-untyped-def]
+    """The engine's FP8 alignment, lcm(tp * cp * 2, 16): at tp 1, cp 2 a sequence of 5 takes
+    16 rows (4 without FP8)."""
+    fp8 = target.pack([np.arange(1, 6), np.array([9])], {"cp_size": 2, "fp8": True}, 0).meta
+    plain = target.pack([np.arange(1, 6), np.array([9])], {"cp_size": 2}, 0).meta
+    assert fp8["cu_seqlens_padded"].tolist()[:3] == [0, 16, 32]
+    assert plain["cu_seqlens_padded"].tolist()[:3] == [0, 8, 12]
+
+
+def test_fp8_at_tp_8_cp_4_leaves_8_rows_per_tp_slice(target) -> None:  # type: ignore[no-untyped-def]
+    """The bug on docs/findings/areal.md: the page of 256 rows over tp * cp = 32 ranks gives
+    each TP slice 8 rows, and an FP8 GEMM needs a multiple of 16."""
+    meta = target.pack([np.array([5])], {"tp_size": 8, "cp_size": 4, "fp8": True}, 0).meta
+    assert meta["total"] == 256
+    assert meta["local_rows"] // 8 == 8

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+_DIST: importlib.metadata.Distribution | None
 try:
     _DIST = importlib.metadata.distribution("megatron-bridge")
 except importlib.metadata.PackageNotFoundError:

@@ -66,3 +66,23 @@ def test_odd_tp_with_cp_leaves_rows_without_position_ids(target) -> None:  # typ
     res = target.collate([4], 3, 2)
     assert res["input_ids"].shape[1] == 6
     assert res["position_ids"].shape[1] == 4
+
+
+def test_fp8_recipes_set_the_factor_get_padding_to_reads(target) -> None:  # type: ignore[no-untyped-def]
+    """tp 2 with sequence parallelism: the pack to 2 x the recipe's factor (16, 32, 128; FP4
+    16, the candidate bug on docs/findings/ms-swift.md)."""
+    totals = {fp8: target.pack([np.array([1, 2, 3])], {"tp_size": 2, "fp8": fp8}, 0)
+              .meta["total"] for fp8 in ("tensor", "mxfp8", "block", "nvfp4")}
+    assert totals == {"tensor": 32, "mxfp8": 64, "block": 256, "nvfp4": 32}
+
+
+def test_labels_are_rolled_with_ignore_at_each_last_token(target) -> None:  # type: ignore[no-untyped-def]
+    """The encoder's labels (the ids, the first -100) rolled by -1 over the packed row: each
+    token's label is its next token, each last token reads the next sequence's -100."""
+    seqs = [np.array([10, 11, 12]), np.array([20, 21])]
+    packed = target.pack(seqs, {"ignore_index": -7}, 0)
+    assert packed.labels is not None and packed.loss_mask is not None
+    assert packed.labels.tolist() == [11, 12, -7, 21, -7]
+    assert packed.loss_mask.tolist() == [True, True, False, True, False]
+    rolled = target.pack(seqs, {"ignore_index": -7}, 0, need_roll=True)
+    assert rolled.rows.tolist() == packed.labels.tolist()

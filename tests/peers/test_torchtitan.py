@@ -13,6 +13,7 @@ import importlib.metadata
 import numpy as np
 import pytest
 
+_DIST: importlib.metadata.Distribution | None
 try:
     _DIST = importlib.metadata.distribution("torchtitan")
 except importlib.metadata.PackageNotFoundError:

@@ -12,6 +12,7 @@ import importlib.metadata
 import numpy as np
 import pytest
 
+_DIST: importlib.metadata.Distribution | None
 try:
     _DIST = importlib.metadata.distribution("torchtune")
 except importlib.metadata.PackageNotFoundError:

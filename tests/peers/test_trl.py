@@ -14,6 +14,7 @@ import importlib.util
 import numpy as np
 import pytest
 
+_DIST: importlib.metadata.Distribution | None
 try:
     _DIST = importlib.metadata.distribution("trl")
 except importlib.metadata.PackageNotFoundError:
@@ -59,3 +60,18 @@ def test_an_all_empty_batch_crashes(target) -> None:  # type: ignore[no-untyped-
     # fixed release shows here (docs/findings/trl.md).
     with pytest.raises(RuntimeError, match="numel"):
         target.pack([np.zeros(0, dtype=np.int64)], {"bucket": 4}, 0)
+
+
+def test_the_pre_packed_form_gives_the_same_pack() -> None:
+    """One example with seq_lengths, as pack_dataset hands it over: the position ids come from
+    get_position_ids_from_packed_seq_lengths, the pack is the list form's."""
+    from thd_packing.peers.trl import PREPACKED, TARGET
+
+    seqs = [np.array([7, 8, 9]), np.array([], dtype=np.int64), np.array([5, 6])]
+    listed, prepacked = TARGET(), PREPACKED()
+    assert prepacked.examples([[1, 2, 3], [], [4, 5]]) == [
+        {"input_ids": [1, 2, 3, 4, 5], "seq_lengths": [3, 2]}]
+    a, b = (t.pack(seqs, {"bucket": 8}, 0) for t in (listed, prepacked))
+    assert b.rows.tolist() == a.rows.tolist() == [7, 8, 9, 5, 6, 0, 0, 0]
+    assert b.position_ids is not None and b.position_ids.tolist() == [0, 1, 2, 0, 1, 0, 0, 0]
+    assert b.meta["cu_seqlens_padded"].tolist() == [0, 3, 5, 6, 7, 8]

@@ -14,6 +14,7 @@ import importlib.util
 import numpy as np
 import pytest
 
+_DIST: importlib.metadata.Distribution | None
 try:
     _DIST = importlib.metadata.distribution("veomni")
 except importlib.metadata.PackageNotFoundError:
@@ -52,3 +53,16 @@ def test_an_empty_example_after_the_first_crashes(target) -> None:  # type: igno
     # out of range for an empty one. Pinned so that a fixed release shows (docs/findings).
     with pytest.raises(IndexError):
         target.pack([np.array([1, 2]), np.zeros(0, dtype=np.int64)], {}, 0)
+
+
+def test_sequence_parallelism_pads_and_slices_contiguously(target) -> None:  # type: ignore[no-untyped-def]
+    """SequenceParallelCollator: the packed row padded to a multiple of the SP size, sliced
+    contiguously; cu_seq_lens over the whole row, the SP padding its own last segment; the
+    labels shifted by the collator."""
+    seqs = [np.array([1, 2, 3]), np.array([4, 5, 6, 7])]
+    config = {"cp_size": 2, "cp_layout": "contiguous"}
+    packs = [target.pack(seqs, config, r) for r in range(2)]
+    assert [p.rows.tolist() for p in packs] == [[1, 2, 3, 4], [5, 6, 7, 0]]
+    assert [p.position_ids.tolist() for p in packs] == [[0, 1, 2, 0], [1, 2, 3, 0]]
+    assert packs[1].meta["cu_seqlens_padded"].tolist() == [0, 3, 7, 8]
+    assert [p.labels.tolist() for p in packs] == [[2, 3, -100, 5], [6, 7, -100, -100]]

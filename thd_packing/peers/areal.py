@@ -3,13 +3,15 @@
 AReaL's `amend_position_ids`, `pack_tensor_dict`, `pad_mb_list` (data.py, each compiled alone)
 and `preprocess_packed_seqs_context_parallel` (its file run with stubs), called as the Megatron
 engine calls them. `cu_seqlens_padded` is the padded micro-batch's `cu_seqlens`; position ids
-only at cp = 1. Declared: `tail="segment"` and a bucket of 256 rows (AReaL's page size).
+only at cp = 1. Declared: `tail="segment"` and a bucket of 256 rows (AReaL's page size); FP8 as
+the engine aligns for it, each sequence to `lcm(seq_align_to, 16)`.
 Mapping, verdict and findings: docs/findings/areal.md.
 """
 
 from __future__ import annotations
 
 import ast
+import math
 import types
 from pathlib import Path
 from typing import Any
@@ -21,12 +23,80 @@ import torch.nn.functional as F
 from thd_packing.conformance.protocol import Config, Declared, Meta, Packed
 
 from . import _wheel
+from ._wiring import fixed, not_wired, wired
 
 EXPECTED_VERSION = "1.0.4"
 DATA_PATH = "areal/utils/data.py"
 MATH_PATH = "areal/utils/math.py"
 CP_PATH = "areal/engine/megatron_utils/packed_context_parallel.py"
+CONSTANTS_PATH = "areal/utils/constants.py"
 _HINT = f"`nox -s conformance -- --target areal` installs areal=={EXPECTED_VERSION} --no-deps"
+_CP = "areal.engine.megatron_utils.packed_context_parallel"
+_BIN = ("the bin step (which sequences share a micro-batch): no protocol key yet; needs the "
+        "spec's bin rules in the protocol")
+_MASK = not_wired(
+    "the padded-batch form (R-IN-7): pack_tensor_dict reads the first mask-sum rows of each "
+    "row (AReaL's batches are right-padded); the mask form also draws left and scattered "
+    "padding, and the protocol has no right-padded-only declaration; needs one")
+WIRING = {
+    "areal.utils.data.concat_padded_tensors": {
+        "tensor_dicts": wired("seqs (each trajectory's ids and mask of ones, [1, L])"),
+        "pad_value": not_wired("pad_value: the workflow executor's default 0.0; a token-id "
+                               "packer's pad value needs the pad-value rejection tests "
+                               "declinable"),
+    },
+    "areal.utils.data.amend_position_ids": {
+        "data.attention_mask": _MASK,
+    },
+    "areal.utils.data.pack_tensor_dict": {
+        "data.input_ids": wired("seqs (right-padded [B, S] by the glue)"),
+        "data.attention_mask": _MASK,
+    },
+    "areal.utils.data.pad_mb_list": {
+        "mb_list": wired("seqs (one micro-batch)"),
+        "pad_value": not_wired("pad_value: the engine passes 0.0; a token-id packer's pad "
+                               "value needs the pad-value rejection tests declinable"),
+        "pad_to_maximum": not_wired(
+            "pad to max_tokens_per_mb (fixed_total) instead of the page: fixed_total and the "
+            "declared fixed page (convention bucket=256) are exclusive in one target; needs a "
+            "second target or a per-draw convention"),
+        "batch_align_to": not_wired(
+            "the page rounded up again to a multiple (a bucket on top of the fixed page): "
+            "needs a 'fixed page plus bucket' total rule (R-TOTAL-2)"),
+        "seq_align_to": wired("tp_size, cp_size, fp8 (the engine's tp*cp*2, lcm with 16 "
+                            "under FP8)"),
+    },
+    "areal.utils.data.pad_packed_tensor_dict": {
+        "data": wired("seqs (through pad_mb_list)"),
+        "pad_to_length": wired("the page (convention bucket=256), through pad_mb_list"),
+        "pad_value": not_wired("as pad_mb_list's pad_value"),
+        "seq_align_to": wired("tp_size, cp_size, fp8 (through pad_mb_list)"),
+    },
+    "areal.utils.data.split_padded_tensor_dict_into_mb_list": {
+        "data": not_wired(_BIN),
+        "mb_spec": not_wired(_BIN),
+        "group": not_wired(_BIN + " (the micro-batch count agreed over data parallelism)"),
+    },
+    "areal.utils.seqpack.ffd_allocate": {
+        "values": not_wired(_BIN),
+        "capacity": not_wired(_BIN),
+        "min_groups": not_wired(_BIN),
+        "n_groups_divisor": not_wired(_BIN),
+    },
+    f"{_CP}.preprocess_packed_seqs_context_parallel": {
+        "input_ids": wired("seqs (the padded micro-batch)"),
+        "cu_seqlens": wired("the padded micro-batch's cu_seqlens (cu_seqlens_padded)"),
+    },
+    f"{_CP}.postprocess_packed_seqs_context_parallel": {
+        "output": not_wired(
+            "unpack (R-UNPACK-1): the gather, then unpad_logits with AReaL's old_cu_seqlens, "
+            "whose B + 1 entries have none for the padding segment that the protocol's "
+            "seqlens under tail='segment' holds; needs that convention declarable"),
+        "cu_seqlens": not_wired("unpack, as output"),
+        "post_process": fixed("True on the last pipeline stage"),
+        "gather_output": not_wired("unpack, as output"),
+    },
+}
 
 
 def module_constant(path: Path, name: str) -> Any:
@@ -65,6 +135,7 @@ class ArealTarget:
 
     name = "areal"
     declared = Declared(
+        features=frozenset({"fp8"}),
         lacks=frozenset({"trailing_dims", "contiguous"}),
         convention={"tail": "segment", "bucket": 256},
         validated_elsewhere=frozenset({"config", "parallel_state", "batch"}),
@@ -76,6 +147,8 @@ class ArealTarget:
         math_path, _ = _wheel.locate("areal", MATH_PATH, _HINT)
         cp_path, _ = _wheel.locate("areal", CP_PATH, _HINT)
         self.page = module_constant(data_path, "N_TOKENS_PER_PAGE")
+        self.fp8_align = module_constant(_wheel.locate("areal", CONSTANTS_PATH, _HINT)[0],
+                                         "DEFAULT_VECTORIZED_ALIGNMENT_BYTES")
         mathns: dict[str, Any] = {}
         _wheel.load_function(math_path, "ceil_div", mathns)
         align = _wheel.load_function(math_path, "align", mathns)
@@ -84,8 +157,9 @@ class ArealTarget:
             "N_TOKENS_PER_PAGE": self.page,
             "DEFAULT_MAX_TOKENS_PER_MB": module_constant(data_path, "DEFAULT_MAX_TOKENS_PER_MB"),
         }
-        for fn in ("amend_position_ids", "pack_tensor_dict", "pad_packed_tensor_dict",
-                   "pad_mb_list"):
+        for fn in ("is_multi_modal_key", "get_batch_size", "_pad_cat_dim0",
+                   "concat_padded_tensors", "amend_position_ids", "pack_tensor_dict",
+                   "pad_packed_tensor_dict", "pad_mb_list"):
             _wheel.load_function(data_path, fn, ns)
         self.fns = ns
         s = _wheel.stub_module
@@ -99,19 +173,21 @@ class ArealTarget:
             "megatron_utils/packed_context_parallel.py preprocess (zigzag CP)"
         )
 
-    @staticmethod
-    def seq_align_to(tp: int, cp: int) -> int:
-        """Glue: the engine's alignment argument (megatron_engine.py:2081)."""
-        return tp * cp * 2 if cp > 1 else tp
+    def seq_align_to(self, tp: int, cp: int, fp8: bool = False) -> int:
+        """Glue: the engine's alignment argument (megatron_engine.py:2081-2085), lcm with the
+        wheel's DEFAULT_VECTORIZED_ALIGNMENT_BYTES (16) when FP8 is on."""
+        align = tp * cp * 2 if cp > 1 else tp
+        return math.lcm(align, self.fp8_align) if fp8 else align
 
     def _declined(self, config: Config, need_roll: Any, pad_value: Any, seqs: Any) -> None:
         if need_roll:
             raise NotImplementedError("AReaL's labels are torch.roll of the padded ids")
         if not (type(pad_value) is int and pad_value == 0):
             raise NotImplementedError("AReaL's Megatron engine pads with 0.0")
-        for key in ("fp8", "min_local_rows"):
-            if config.get(key) not in (None, False):
-                raise NotImplementedError(f"{key}: not wired in this adapter")
+        if config.get("min_local_rows") is not None:
+            raise NotImplementedError("min_local_rows: AReaL has no minimum rows")
+        if config.get("fp8", False) not in (False, True):
+            raise NotImplementedError("AReaL's FP8 alignment is one (16), no recipes")
         if config.get("bucket", self.page) != self.page:
             raise NotImplementedError(f"AReaL always pads to its page of {self.page} rows")
         for key, default in (("tail", "segment"), ("seq_align", "tp_cp"),
@@ -123,19 +199,18 @@ class ArealTarget:
         if any(np.asarray(s).ndim != 1 for s in seqs):
             raise NotImplementedError("AReaL packs token ids [L]")
 
-    @staticmethod
-    def padded_batch(seqs: list[np.ndarray]) -> dict[str, torch.Tensor]:
-        """Glue: AReaL's rollout batch, right-padded ids and a bool attention mask [B, S]."""
-        width = max((s.shape[0] for s in seqs), default=0)
-        dtype = torch.from_numpy(np.asarray(seqs[0])).dtype
-        ids = torch.zeros(len(seqs), width, dtype=dtype)
-        mask = torch.zeros(len(seqs), width, dtype=torch.bool)
-        for i, s in enumerate(seqs):
-            ids[i, : s.shape[0]] = torch.from_numpy(np.ascontiguousarray(s))
-            mask[i, : s.shape[0]] = True
-        return {"input_ids": ids, "attention_mask": mask}
+    def padded_batch(self, seqs: list[np.ndarray]) -> dict[str, torch.Tensor]:
+        """AReaL's rollout batch: each trajectory as its workflows return it (ids and a bool
+        attention mask of ones, each [1, L]; workflow/rlvr.py:170-178), right-padded and
+        concatenated by its own concat_padded_tensors (data.py:241)."""
+        trajectories = []
+        for s in seqs:
+            ids = torch.from_numpy(np.ascontiguousarray(s))[None]
+            trajectories.append({"input_ids": ids,
+                                 "attention_mask": torch.ones(ids.shape, dtype=torch.bool)})
+        return dict(self.fns["concat_padded_tensors"](trajectories))
 
-    def micro_batch(self, seqs: list[np.ndarray], tp: int, cp: int) -> Any:
+    def micro_batch(self, seqs: list[np.ndarray], tp: int, cp: int, fp8: bool = False) -> Any:
         """AReaL's own calls up to the padded micro-batch (megatron_engine.py:2052-2091)."""
         data = self.fns["amend_position_ids"](self.padded_batch(seqs))
         mb = self.fns["pack_tensor_dict"](data)
@@ -143,13 +218,13 @@ class ArealTarget:
             mbs=[mb], group_lens=[int(mb["cu_seqlens"][-1])],
             mb_spec=types.SimpleNamespace(max_tokens_per_mb=None))
         return self.fns["pad_mb_list"](mb_list, pad_value=0.0, pad_to_maximum=False,
-                                       seq_align_to=self.seq_align_to(tp, cp))
+                                       seq_align_to=self.seq_align_to(tp, cp, fp8))
 
     def pack(self, seqs: Any, config: Config, cp_rank: Any, *, need_roll: Any = False,
              pad_value: Any = 0) -> Packed:
         self._declined(config, need_roll, pad_value, seqs)
         tp, cp = int(config.get("tp_size", 1)), int(config.get("cp_size", 1))
-        mb_list = self.micro_batch(list(seqs), tp, cp)
+        mb_list = self.micro_batch(list(seqs), tp, cp, config.get("fp8", False) is True)
         padded = mb_list.padded_mbs[0]
         self.cp_mod.mpu = _ParallelState(tp, cp, int(cp_rank))  # type: ignore[attr-defined]
         rows, params = self.cp_mod.preprocess_packed_seqs_context_parallel(

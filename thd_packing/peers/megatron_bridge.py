@@ -20,6 +20,7 @@ import torch
 from thd_packing.conformance.protocol import Config, Declared, Meta, Packed
 
 from . import _wheel
+from ._wiring import fixed, no_effect, not_wired, wired
 
 EXPECTED_VERSION = "0.3.1"
 DIST = "megatron-bridge"
@@ -29,6 +30,54 @@ COMMON = "megatron/bridge/utils/common_utils.py"
 _HINT = (f"`nox -s conformance -- --target megatron-bridge` installs "
          f"megatron-bridge=={EXPECTED_VERSION} --no-deps")
 IGNORE_INDEX = -100
+_BIN = "the bin step: no protocol key yet; needs the spec's bin rules in the protocol"
+WIRING = {
+    "megatron.bridge.training.vlm_step.pack_batch_sequences": {
+        "tokens": wired("seqs (right-padded [B, S] by the glue)"),
+        "labels": wired("labels beside the rows (the model tier, R-MODEL-4)"),
+        "loss_mask": wired("loss_mask beside the rows (the model tier)"),
+        "attention_mask": no_effect("a [B, 1, S, S] causal mask the packed path drops (it "
+                                    "returns None); lengths come from the tokens"),
+        "position_ids": fixed("arange(S) per row, the collated batch's"),
+        "pad_token_id": not_wired(
+            "the token value whose trailing run ends a sequence, and the padding's fill: 0, "
+            "Bridge's collate pad; declaring pad_value turns on the pad-value rejection tests "
+            "(R-ERR-1/10), which validated_elsewhere cannot decline for a token-id packer; "
+            "needs that decline"),
+        "pad_to_multiple_of": wired("cp_size (2 * cp, as the step passes)"),
+    },
+    "megatron.bridge.training.utils.packed_seq_utils.get_packed_seq_params": {
+        "batch.cu_seqlens": wired("cu_seqlens_padded, from pack_batch_sequences"),
+        "batch.max_seqlen": wired("max_seqlen, from pack_batch_sequences"),
+        "batch.cu_seqlens_argmin": fixed("the entry count, as forward_step passes"),
+    },
+    "megatron.bridge.utils.common_utils.slice_batch_for_context_parallel": {
+        "inputs_embeds": wired("rows"),
+        "labels": wired("labels beside the rows"),
+        "loss_mask": wired("loss_mask beside the rows"),
+        "position_ids": wired("position ids"),
+        "attention_mask": fixed("None: THD has no mask"),
+        "packed_seq_params": wired("cu_seqlens_padded (TE's partition)"),
+        "pg_collection": wired("cp_size, cp_rank"),
+    },
+    "megatron.bridge.training.gpt_step._partition_packed_batch_for_cp": {
+        "batch": not_wired("the packed-SFT step's CP partition of an offline-packed row "
+                           "(the pre-packed form, expressible): not wired in this adapter, "
+                           "which runs the VLM step's in-batch path"),
+        "cp_size": not_wired("as batch"),
+    },
+    "megatron.bridge.data.datasets.packing_utils.create_packing_strategy": {
+        "histogram": not_wired(_BIN),
+        "pack_size": not_wired(_BIN),
+        "packing_algorithm": not_wired(_BIN + " (first_fit_decreasing, first_fit_shuffle)"),
+    },
+    "megatron.bridge.data.datasets.packing_utils.fill_packing_strategy": {
+        "assignments": not_wired(_BIN),
+        "sequences": not_wired(_BIN),
+        "pack_size": not_wired(_BIN),
+        "pad_id": not_wired(_BIN + " (the offline pack's pad id)"),
+    },
+}
 
 
 def thd_get_partitioned_indices(cu_seqlens_padded: torch.Tensor, total: int, cp: int,

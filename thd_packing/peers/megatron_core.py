@@ -22,7 +22,20 @@ import torch
 from thd_packing import reference
 from thd_packing.conformance.protocol import CONVENTION_VALUES, Config, Declared, Meta, Packed
 
+from ._wiring import wired
+
 EXPECTED_VERSION = "0.16.1"
+
+WIRING = {
+    "megatron.core.utils.get_thd_batch_on_this_cp_rank": {
+        "batch": wired("rows and position ids (the glue's SFT-style pack of seqs)"),
+        "cu_seqlens": wired("cu_seqlens (the real lengths)"),
+        "cu_seqlens_padded": wired("cu_seqlens_padded (the glue's plan: tp_size, cp_size)"),
+        "max_seqlen": wired("max_seqlen"),
+        "cp_size": wired("cp_size"),
+        "cp_rank": wired("cp_rank"),
+    },
+}
 
 
 def te_partition_from_reference(cu_seqlens_padded: torch.Tensor, total_tokens: int,

@@ -18,10 +18,46 @@ import torch
 from thd_packing.conformance.protocol import Config, Declared, Meta, Packed
 
 from . import _wheel
+from ._wiring import fixed, not_wired, wired
 
 EXPECTED_VERSION = "0.11.2"
 RING_PATH = "openrlhf/models/ring_attn_utils.py"
+UTILS_PATH = "openrlhf/utils/utils.py"
+SFT_PATH = "openrlhf/datasets/sft_dataset.py"
 _HINT = f"`nox -s conformance -- --target openrlhf` installs openrlhf=={EXPECTED_VERSION} --no-deps"
+_RING = "openrlhf.models.ring_attn_utils"
+WIRING = {
+    "openrlhf.datasets.sft_dataset.SFTDataset.collate_fn": {
+        "item_list": wired("seqs (each [1, L] with a mask of ones)"),
+    },
+    "openrlhf.utils.utils.zero_pad_sequences": {
+        "sequences": wired("seqs (through collate_fn)"),
+        "side": fixed("'right' from collate_fn"),
+        "value": fixed("the tokenizer's pad id (0) for ids, 0 for masks, from collate_fn"),
+        "stack": fixed("False from collate_fn: [1, L] items concatenated"),
+    },
+    f"{_RING}.unpad_and_slice_tensor": {
+        "sequences": wired("seqs (collate_fn's right-padded [B, S]; pack_masked: as drawn)"),
+        "attention_mask": wired("the mask form (pack_masked, R-IN-7: left, right and "
+                                "scattered padding); pack: collate_fn's right padding"),
+        "ring_attn_group": wired("cp_size, cp_rank (contiguous)"),
+    },
+    f"{_RING}.gather_and_pad_tensor": {
+        "tensor": wired("unpack: the shards"),
+        "ring_attn_group": wired("cp_size"),
+        "ring_attn_pad_len": wired("unpack: total - sum(seqlens)"),
+        "indices": wired("unpack: the real rows' indices in [B, S]"),
+        "batch": wired("unpack: B"),
+        "seqlen": wired("unpack: S"),
+    },
+    f"{_RING}.get_tensor_in_current_ring_attn_rank": {
+        "tensors": not_wired("the same ring slice for a tensor beside the rows (log-probs, "
+                             "masks): labels beside the rows are not drawn for OpenRLHF, "
+                             "whose labels are a separate tensor; needs a beside-rows rule"),
+        "ring_attn_group": not_wired("as tensors"),
+        "pad_id": not_wired("as tensors"),
+    },
+}
 
 
 # -- glue: flash-attn's bert_padding helpers and einops, as documented ------------------------
@@ -109,6 +145,15 @@ class OpenRLHFTarget:
 
     def __init__(self) -> None:
         path, self.version = _wheel.locate("openrlhf", RING_PATH, _HINT)
+        utils_path, _ = _wheel.locate("openrlhf", UTILS_PATH, _HINT)
+        zero_pad = _wheel.load_function(utils_path, "zero_pad_sequences",
+                                        {"torch": torch, "F": torch.nn.functional,
+                                         "List": list})
+        self.collate_fn = _wheel.load_function(
+            _wheel.locate("openrlhf", SFT_PATH, _HINT)[0], "collate_fn",
+            {"zero_pad_sequences": zero_pad}, owner="SFTDataset")
+        # the dataset's tokenizer pads with 0 (the pad id the suite's pad_value 0 stands for)
+        self._dataset = types.SimpleNamespace(tokenizer=types.SimpleNamespace(pad_token_id=0))
         self._gathered: list[list[torch.Tensor]] = [[]]
         self.ring = _wheel.exec_file(path, "_thd_conformance_openrlhf_ring", _stubs(self._gathered))
         for attr in ("unpad_and_slice_tensor", "gather_and_pad_tensor",
@@ -141,16 +186,16 @@ class OpenRLHFTarget:
         if any(isinstance(s, np.ndarray) and s.ndim != 1 for s in seqs):
             raise NotImplementedError("the packed row is (1, total) token ids")
 
-    @staticmethod
-    def _padded_batch(seqs: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Glue: OpenRLHF's input, a right-padded [B, S] batch and its attention mask."""
-        width = max((s.shape[0] for s in seqs), default=0)
-        dtype = torch.from_numpy(np.asarray(seqs[0])).dtype
-        batch = torch.zeros(len(seqs), width, dtype=dtype)
-        mask = torch.zeros(len(seqs), width, dtype=torch.int64)
-        for i, s in enumerate(seqs):
-            batch[i, : s.shape[0]] = torch.from_numpy(np.ascontiguousarray(s))
-            mask[i, : s.shape[0]] = 1
+    def _padded_batch(self, seqs: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
+        """OpenRLHF's input, a right-padded [B, S] batch and its attention mask, from its own
+        `SFTDataset.collate_fn` on the items its dataset yields: ids, a mask of ones and a loss
+        mask, each [1, L] (the mask int64, as its tokenizer's)."""
+        items = []
+        for s in seqs:
+            ids = torch.from_numpy(np.ascontiguousarray(s))[None]
+            ones = torch.ones(ids.shape, dtype=torch.int64)
+            items.append((ids, ones, ones))
+        batch, mask, _ = self.collate_fn(self._dataset, items)
         return batch, mask
 
     def pack(
@@ -158,13 +203,29 @@ class OpenRLHFTarget:
         pad_value: Any = 0,
     ) -> Packed:
         self._declined(config, need_roll, pad_value, seqs)
-        cp = int(config.get("cp_size", 1))
         batch, mask = self._padded_batch(seqs)
+        lengths = np.asarray([s.shape[0] for s in seqs], dtype=np.int32)
+        return self._unpad_and_slice(batch, mask, lengths, config, cp_rank)
+
+    def pack_masked(self, values: Any, mask: Any, config: Config, cp_rank: Any, *,
+                    need_roll: Any = False, pad_value: Any = 0) -> Packed:
+        """Capability `mask_form` (R-IN-7): OpenRLHF's own input, a padded [B, S] batch and
+        its attention mask, handed over as drawn (left, right or scattered padding)."""
+        self._declined(config, need_roll, pad_value, [])
+        if np.ndim(values) != 2:
+            raise NotImplementedError("the packed row is (1, total) token ids")
+        lengths = np.asarray(mask).sum(axis=1, dtype=np.int64).astype(np.int32)
+        return self._unpad_and_slice(torch.from_numpy(np.asarray(values)),
+                                     torch.from_numpy(np.asarray(mask)), lengths, config,
+                                     cp_rank)
+
+    def _unpad_and_slice(self, batch: torch.Tensor, mask: torch.Tensor, lengths: np.ndarray,
+                         config: Config, cp_rank: Any) -> Packed:
+        cp = int(config.get("cp_size", 1))
         self.ring.dist = _RingDist(cp, cp_rank)  # type: ignore[attr-defined]
         self._handed.clear()
         rows, pos, _, pad_len, _ = self.ring.unpad_and_slice_tensor(
             batch, mask, _RING_GROUP if cp > 1 else None)
-        lengths = np.asarray([s.shape[0] for s in seqs], dtype=np.int32)
         if self._handed:
             cu_padded = self._handed[-1].numpy().astype(np.int32)
         else:  # no ring group: cu_seqlens stays unpad_input's

@@ -18,12 +18,39 @@ import torch
 from thd_packing.conformance.protocol import Config, Declared, Packed
 
 from . import _tokens, _wheel
+from ._wiring import fixed, no_effect, not_wired, wired
 
 EXPECTED_VERSION = "0.3.0"
 TEXT_PATH = "torchtitan/hf_datasets/text_datasets.py"
 ATTENTION_PATH = "torchtitan/models/common/attention.py"
 _HINT = (f"`nox -s conformance -- --target torchtitan` installs torchtitan=={EXPECTED_VERSION} "
          "--no-deps")
+_PAD_VALUE = not_wired(
+    "pad_value: the pad token's row; declaring pad_value turns on the pad-value rejection tests "
+    "(R-ERR-1/10), which validated_elsewhere cannot decline for a token-id packer; needs that "
+    "decline")
+_TEXT = "torchtitan.hf_datasets.text_datasets.HuggingFaceTextDataset"
+WIRING = {
+    _TEXT: {
+        "dataset_name": no_effect("which dataset is read; the glue's list stands for it"),
+        "dataset_path": no_effect("where the dataset is read from"),
+        "tokenizer": fixed("the glue's: a document is its ids, EOS appended"),
+        "seq_len": wired("the batch's total (one window); a window shorter than the batch "
+                         "cuts documents: needs a stream rule (windows over documents)"),
+        "dp_rank": not_wired("the data-parallel shard of the stream: the bin step's kind; "
+                             "needs the spec's bin rules in the protocol"),
+        "dp_world_size": not_wired("as dp_rank"),
+        "infinite": fixed("False: one pass over the batch"),
+    },
+    f"{_TEXT}._normalize_positions": {
+        "positions": wired("the window's position ids (documents cut by the window start "
+                           "at 0)"),
+    },
+    "torchtitan.models.common.attention.create_varlen_metadata_for_document": {
+        "positions": wired("the window's position ids"),
+        "include_host_offsets": no_effect("adds host copies of the same offsets"),
+    },
+}
 EOS_ID = 0
 # The stream's "run out of data" warning at the end of each batch: no part of the packing.
 _LOG = logging.getLogger("thd_conformance.torchtitan")

@@ -17,12 +17,41 @@ import numpy as np
 from thd_packing.conformance.protocol import Config, Declared, Packed
 
 from . import _tokens, _wheel
+from ._wiring import not_wired, wired
 
 EXPECTED_VERSION = "0.6.1"
 PACKED_PATH = "torchtune/datasets/_packed.py"
 COMMON_PATH = "torchtune/data/_common.py"
 _HINT = (f"`nox -s conformance -- --target torchtune` installs torchtune=={EXPECTED_VERSION} "
          "--no-deps")
+_PAD_VALUE = not_wired(
+    "pad_value: the pad token's row; declaring pad_value turns on the pad-value rejection tests "
+    "(R-ERR-1/10), which validated_elsewhere cannot decline for a token-id packer; needs that "
+    "decline")
+_LABELS_IN = not_wired("prebuilt labels (a prompt mask): the protocol hands no caller labels in; "
+                       "needs an input-labels rule (R-LABEL)")
+_BIN = "the bin step: no protocol key yet; needs the spec's bin rules in the protocol"
+WIRING = {
+    "torchtune.datasets._packed.PackedDataset": {
+        "ds.tokens": wired("seqs (one sample per sequence)"),
+        "ds.labels": wired("need_roll: the tokens as labels; a prompt mask is not drawn"),
+        "max_seq_len": wired("fixed_total (the batch's own total without it)"),
+        "padding_idx": _PAD_VALUE,
+        "max_packs": not_wired(_BIN + " (the dataset stops after max_packs packs)"),
+        "split_across_pack": not_wired(
+            "a sample split over two packs: the spec rejects a batch over fixed_total "
+            "(R-ERR-15); splitting needs a bin rule"),
+    },
+    "torchtune.data._collate.padded_collate_packed": {
+        "batch": not_wired("the packs stacked into a batch with a block-causal mask from "
+                           "seq_lens: a [P, S] batch of packs, which the protocol (one pack) "
+                           "has no form for; needs a multi-pack batch form"),
+    },
+    "torchtune.modules.attention_utils.packed_block_causal_mask": {
+        "seq_lens": not_wired("the attention mask from seq_lens: the protocol takes "
+                              "metadata, not masks; needs a mask rule (R-CONSUMER)"),
+    },
+}
 
 
 class _QuietBar:

@@ -16,8 +16,35 @@ import numpy as np
 from thd_packing.conformance.protocol import Config, Declared, Packed
 
 from . import _tokens
+from ._wiring import fixed, no_effect, not_wired, wired
 
 EXPECTED_VERSION = "5.24.0"
+_COLLATOR = "transformers.data.data_collator.DataCollatorWithFlattening"
+_SEPARATOR = not_wired(
+    "the label written at each sequence's start (-100): the suite's ignore_index is not handed "
+    "over, as the glue's label ids could equal it; needs token-id labels apart from the rows in "
+    "the protocol")
+_LABELS = not_wired("prebuilt labels (a completion mask): the protocol hands no caller labels "
+                    "in; needs an input-labels rule (R-LABEL)")
+WIRING = {
+    _COLLATOR: {
+        "args": no_effect("DefaultDataCollator's return_tensors"),
+        "return_position_ids": fixed("True: the position ids padding-free attention reads"),
+        "separator_id": _SEPARATOR,
+        "return_flash_attn_kwargs": fixed("True: cu_seq_lens_q and max_length_q, the metadata"),
+        "return_seq_idx": not_wired("seq_idx (each row's sequence, for linear attention): the "
+                                    "protocol has no key for it; needs an R-META rule"),
+        "position_ids_start": not_wired("positions from another start: the spec's position "
+                                        "ids start at 0 (R-POS-1); needs an offset rule"),
+        "kwargs": no_effect("DefaultDataCollator's return_tensors"),
+    },
+    f"{_COLLATOR}.__call__": {
+        "features.input_ids": wired("seqs (one example per sequence)"),
+        "features.labels": _LABELS,
+        "return_tensors": no_effect("'pt' (the tensor library)"),
+        "separator_id": _SEPARATOR,
+    },
+}
 
 
 def load_collator_class() -> tuple[type, str]:

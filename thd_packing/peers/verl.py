@@ -28,10 +28,74 @@ from thd_packing.conformance.targets._megatron_view import (
 )
 
 from . import _wheel
+from ._wiring import fixed, not_wired, wired
 
 EXPECTED_VERSION = "0.9.1"
 UTIL_PATH = "verl/models/mcore/util.py"
 _STUBS = ("verl", "verl.utils", "verl.utils.device", "verl.utils.model")
+_BIN = ("the bin step (rearrange_micro_batches' balanced micro-batches): no protocol key "
+        "yet; needs the spec's bin rules in the protocol")
+_UTIL = "verl.models.mcore.util"
+_DYNAMIC_CP = not_wired(
+    "dynamic context parallelism: a cp size per batch from Megatron's dynamic groups "
+    "(verl raises NotImplementedError on the engine path); needs a per-batch cp rule")
+WIRING = {
+    f"{_UTIL}.preprocess_thd_engine": {
+        "input_ids": wired("seqs (a jagged nested tensor)"),
+        "pre_process": fixed("True: the first pipeline stage builds the rows"),
+        "need_roll": wired("need_roll"),
+        "use_fp8_padding": wired("fp8"),
+        "local_cp_size": _DYNAMIC_CP,
+        "min_local_rows": wired("min_local_rows"),
+        "pad_to_length_bucket": wired("bucket"),
+        "cp_layout": wired("cp_layout"),
+    },
+    f"{_UTIL}.postprocess_thd_engine": {
+        "output": wired("unpack: the shards (and distributed_unpack)"),
+        "packed_seq_params": wired("unpack: cu_seqlens_padded"),
+        "input_ids": wired("unpack: the nested offsets (seqlens)"),
+        "batch_size": wired("unpack: B"),
+        "post_process": fixed("True: the last pipeline stage unpacks"),
+        "local_cp_size": _DYNAMIC_CP,
+        "cp_layout": wired("cp_layout"),
+    },
+    f"{_UTIL}.preprocess_packed_seqs": {
+        "input_ids": wired("packed_preprocess: values [B, S, *trail]"),
+        "attention_mask": wired("packed_preprocess: the mask"),
+        "pre_process": fixed("True: the first pipeline stage builds the rows"),
+        "use_fp8_padding": wired("fp8"),
+    },
+    f"{_UTIL}.postprocess_packed_seqs": {
+        "output": wired("packed_gathered / packed_distributed: the shards"),
+        "packed_seq_params": wired("cu_seqlens_padded"),
+        "attention_mask": wired("the mask"),
+        "batch_size": wired("B"),
+        "seq_len": wired("S"),
+        "post_process": fixed("True: the last pipeline stage unpacks"),
+    },
+    "verl.utils.dynamic_cp_scheduler.DynamicCPScheduler": {
+        "max_seqlen_per_dp_cp_rank": _DYNAMIC_CP,
+        "dp_size": _DYNAMIC_CP,
+        "cp_size": _DYNAMIC_CP,
+    },
+    "verl.utils.dynamic_cp_scheduler.DynamicCPScheduler.schedule": {
+        "batch": not_wired(_BIN + "; with a cp size per micro-batch (dynamic CP)"),
+        "dcp_group": _DYNAMIC_CP,
+        "tp_size": _DYNAMIC_CP,
+        "cp_layout": _DYNAMIC_CP,
+        "min_local_rows": _DYNAMIC_CP,
+    },
+    "verl.utils.seqlen_balancing.rearrange_micro_batches": {
+        "batch": not_wired(_BIN),
+        "max_token_len": not_wired(_BIN),
+        "dp_group": not_wired(_BIN + " (the count agreed over data parallelism)"),
+        "num_batches_divided_by": not_wired(_BIN),
+        "same_micro_num_in_dp": not_wired(_BIN),
+        "min_num_micro_batch": not_wired(_BIN),
+        "use_dynamic_bsz_balance": not_wired(_BIN),
+        "force_group_size": not_wired(_BIN),
+    },
+}
 
 
 class FakeParallelState:

@@ -18,6 +18,7 @@ import torch
 from thd_packing.conformance.protocol import CONVENTION_VALUES, Config, Declared, Meta, Packed
 
 from . import _wheel
+from ._wiring import fixed, no_effect, not_wired, wired
 
 EXPECTED_VERSION = "0.9.1"
 DIST = "verl"
@@ -26,6 +27,56 @@ ULYSSES_PATH = "verl/utils/ulysses.py"
 ENGINE_PATH = "verl/workers/engine/fsdp/transformer_impl.py"
 BALANCING_PATH = "verl/utils/seqlen_balancing.py"
 _HINT = f"`nox -s conformance -- --target verl-fsdp` installs verl=={EXPECTED_VERSION} --no-deps"
+_BIN = ("the bin step (rearrange_micro_batches' balanced micro-batches): no protocol key "
+        "yet; needs the spec's bin rules in the protocol")
+_ENGINE = "verl.workers.engine.fsdp.transformer_impl.FSDPEngine"
+WIRING = {
+    "verl.workers.engine.utils.pad_packed_inputs": {
+        "input_ids_rmpad": wired("seqs (the nested batch's values)"),
+        "position_ids_rmpad": wired("the nested positions' values"),
+        "pad_size": wired("bucket (through _get_packed_pad_size)"),
+        "pad_value": wired("pad_value"),
+    },
+    f"{_ENGINE}._get_packed_pad_size": {
+        "packed_length": wired("the packed row's length; the bucket from "
+                               "self.pad_to_length_bucket"),
+    },
+    f"{_ENGINE}._gather_and_unpad_packed": {
+        "tensor": wired("unpack: the shards"),
+        "pad_size": wired("unpack: total - sum(seqlens)"),
+    },
+    "verl.utils.ulysses.ulysses_pad": {
+        "input_ids_rmpad": wired("the packed row"),
+        "position_ids_rmpad": wired("the packed position ids"),
+        "sp_size": wired("cp_size (contiguous)"),
+        "pad_value": wired("pad_value"),
+    },
+    "verl.utils.ulysses.ulysses_pad_and_slice_inputs": {
+        "input_ids_rmpad": wired("the packed row"),
+        "position_ids_rmpad": wired("the packed position ids"),
+        "sp_size": wired("cp_size (contiguous), cp_rank"),
+        "skip_position_ids_rmpad": fixed("False: the position ids are sliced with the rows"),
+        "pad_value": wired("pad_value"),
+    },
+    "verl.utils.ulysses.gather_outputs_and_unpad": {
+        "x": wired("unpack: the shards"),
+        "gather_dim": fixed("the sequence dim, from _gather_and_unpad_packed"),
+        "unpad_dim": fixed("the sequence dim, from _gather_and_unpad_packed"),
+        "padding_size": wired("unpack: the Ulysses pad"),
+        "grad_scaler": no_effect("scales gradients, not values"),
+        "group": wired("cp_size"),
+    },
+    "verl.utils.seqlen_balancing.rearrange_micro_batches": {
+        "batch": not_wired(_BIN),
+        "max_token_len": not_wired(_BIN),
+        "dp_group": not_wired(_BIN),
+        "num_batches_divided_by": not_wired(_BIN),
+        "same_micro_num_in_dp": not_wired(_BIN),
+        "min_num_micro_batch": not_wired(_BIN),
+        "use_dynamic_bsz_balance": not_wired(_BIN),
+        "force_group_size": not_wired(_BIN),
+    },
+}
 
 
 def _utils_stubs() -> dict[str, types.ModuleType]:
