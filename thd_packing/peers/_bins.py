@@ -53,6 +53,20 @@ def read_config(config: Mapping[str, Any], *, target: str, algorithm: str | None
     return out
 
 
+def token_counts(lengths: Any) -> list[int]:
+    """Glue for adapters that build token sequences: each length as an int, refused (TypeError,
+    ValueError) where no sequence has it: such a peer's lengths are `len(tokens)`, validated
+    by construction (declared `validated_elsewhere`)."""
+    out = []
+    for index, length in enumerate(lengths):
+        if isinstance(length, bool) or not hasattr(length, "__index__"):
+            raise TypeError(f"lengths[{index}]={length!r} is no token count")
+        if int(length) < 0:
+            raise ValueError(f"lengths[{index}]={length!r} is no token count")
+        out.append(int(length))
+    return out
+
+
 # ---- judging a binner target by hand (its tests and findings page use these) ----
 
 Piece = tuple[int, int, int]

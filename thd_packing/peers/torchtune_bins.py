@@ -42,11 +42,7 @@ def samples(lengths: Any) -> tuple[list[dict[str, list[int]]], list[int]]:
     """One sample per example, its tokens and labels the ids `offset + 1 .. offset + L`, and
     the offset of each example (where its ids start, less one)."""
     out, offsets, offset = [], [], 0
-    for index, length in enumerate(lengths):
-        if isinstance(length, bool | float) or not hasattr(length, "__index__") or length < 0:
-            # Glue: a sample's length is len(tokens), a non-negative integer by construction.
-            raise (ValueError if hasattr(length, "__index__") and not isinstance(length, bool)
-                   else TypeError)(f"lengths[{index}]={length!r} is no token count")
+    for length in _bins.token_counts(lengths):
         ids = list(range(offset + 1, offset + 1 + int(length)))
         out.append({"tokens": ids, "labels": list(ids)})
         offsets.append(offset)
