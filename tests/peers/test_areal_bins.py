@@ -152,3 +152,9 @@ def test_bad_capacity_and_lengths_pass_silently(sp: Any) -> None:
     assert sp.kk_allocate([1], True, 1) == [[0]]
     assert sp.kk_allocate([1.5, 2.5], 8, 1) == [[1, 0]]
     assert sp.kk_allocate([3, 3, -3], 3, 1) == [[1, 0, 2]]
+
+
+def test_the_wiring_lists_every_parameter() -> None:
+    from thd_packing.peers import _wiring
+
+    assert _wiring.problems(areal_bins.WIRING) == []

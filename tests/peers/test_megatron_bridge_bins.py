@@ -134,3 +134,9 @@ def test_an_example_without_ids_is_left_out_silently(pu: Any) -> None:
     data[:] = [{"input_ids": [], "loss_mask": []}, {"input_ids": [7, 8], "loss_mask": [1, 1]}]
     sequences, histogram = pu.create_hist(data, 4)
     assert sum(histogram) == 1 and len(sequences[-1]) == 1
+
+
+def test_the_wiring_lists_every_parameter() -> None:
+    from thd_packing.peers import _wiring
+
+    assert _wiring.problems(mb.WIRING) == []

@@ -103,3 +103,9 @@ def test_capacity_true_is_taken_as_one(packed: Any) -> None:
     out = packed(ds, max_seq_len=True)
     assert [torchtune_bins.read_pack(p, offsets) for p in out.packs] == [
         [(0, 0, 1)], [(1, 0, 1)]]
+
+
+def test_the_wiring_lists_every_parameter() -> None:
+    from thd_packing.peers import _wiring
+
+    assert _wiring.problems(torchtune_bins.WIRING) == []

@@ -164,3 +164,9 @@ def test_zero_parts_is_an_index_error(sb: Any) -> None:
     rather than being refused."""
     with pytest.raises(IndexError):
         sb.get_seqlen_balanced_partitions([], 0, False)
+
+
+def test_the_wiring_lists_every_parameter() -> None:
+    from thd_packing.peers import _wiring
+
+    assert _wiring.problems(verl_bins.WIRING) == []

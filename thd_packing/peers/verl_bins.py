@@ -192,7 +192,8 @@ _K = wired("capacity, min_bins, bins_multiple_of: k from rearrange_micro_batches
            "(ceildiv, roundup_divisible), raised by bins_multiple_of until every part fits")
 _EQUAL = not_wired("equal_size=True (the same item count per part) is R-BIN-19's rank split "
                    "(R-BIN-20), not a bin step: no BinConfig field; the trainer's micro-batch "
-                   "rule passes False")
+                   "rule passes False (both values checked by hand against R-BIN-19 in "
+                   "tests/peers/test_verl_bins.py)")
 _MOD = "verl.utils.seqlen_balancing"
 WIRING = {
     f"{_MOD}.rearrange_micro_batches": {
