@@ -156,3 +156,12 @@ def test_the_wiring_lists_every_parameter() -> None:
     from thd_packing.peers import _wiring
 
     assert _wiring.problems(areal_bins.WIRING) == []
+
+
+@pytest.mark.parametrize("field", [{"cost": "rows", "pack": {}}, {"overflow": "truncate"},
+                                   {"algorithm": "best_fit_decreasing"}, {"shuffle": True}])
+def test_refuses_what_it_cannot_express(field: dict[str, Any]) -> None:
+    """A field without a counterpart is a NotImplementedError naming it, never a silent no-op."""
+    target = areal_bins.TARGETS[0]()
+    with pytest.raises(NotImplementedError, match=next(iter(field))):
+        target.bin(np.array([1, 2]), {"capacity": 4, **field})
