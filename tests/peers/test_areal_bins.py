@@ -31,7 +31,7 @@ def sp() -> Any:
 
 
 def _config(target: Any, capacity: int) -> dict[str, Any]:
-    return {"capacity": capacity, "algorithm": target.declared_bins.algorithm,
+    return {"capacity": capacity, "algorithm": next(iter(target.declared_bins.algorithms), None),
             "order": "placement"}
 
 

@@ -150,6 +150,8 @@ def test_optimum_and_lower_bound_by_hand() -> None:
     # Three items over half the capacity need three bins though they sum to 18 < 2 * 10:
     # L1 = 2, L2 = 3.
     assert rb.lower_bound([6, 6, 6], config) == 3
+    assert rb.lower_bound([0, 0], config) == 1  # examples of no token still need a bin
+    assert rb.lower_bound([], config) == 0
 
 
 @settings(max_examples=80, deadline=None)

@@ -50,8 +50,7 @@ def bin_cases(draw: st.DrawFn, declared: BinDeclared, distinct: bool = False,
         declared = BinDeclared(**{**vars(declared),
                                   "features": declared.features - {"min_bins",
                                                                    "bins_multiple_of"}})
-    if declared.order is not None:
-        config["order"] = declared.order
+    config["order"] = declared.order or "placement"  # no order claimed: none checked
     limit = 9 if small else min(declared.max_items or MAX_ITEMS, MAX_ITEMS)
     capacity = config["capacity"]
     top = 2 * capacity if config["overflow"] != "reject" else capacity
@@ -60,7 +59,9 @@ def bin_cases(draw: st.DrawFn, declared: BinDeclared, distinct: bool = False,
                        st.integers(least, max(least, top)))
     if least == 0:
         length = st.one_of(st.just(0), length)
-    strategy = st.lists(length, max_size=limit, unique=distinct)
+    # No example at all is judged once, by test_bins.test_bin_no_examples: no property is
+    # shrunk to it.
+    strategy = st.lists(length, min_size=1, max_size=limit, unique=distinct)
     lengths = draw(strategy)
     if "min_bins" in declared.features and lengths and draw(st.booleans()):
         config["min_bins"] = draw(st.integers(1, len(lengths)))

@@ -51,6 +51,17 @@ def _call(lengths: list[int], config: dict[str, Any]) -> Binned:
     return out
 
 
+def _valid_call(lengths: list[int], config: dict[str, Any]) -> Binned:
+    """`_call` on an input the rules accept: a refusal or a crash is a failure (R-BIN-18)."""
+    try:
+        return _call(lengths, config)
+    except TargetError:
+        raise
+    except Exception as error:
+        raise RuleViolation(f"raised {type(error).__name__} on a valid input: {error}",
+                            {"R-BIN-18"}) from error
+
+
 def _reference(lengths: list[int], config: dict[str, Any]) -> rb.Bins | None:
     """The reference's bins under the declared algorithm (first fit decreasing without one);
     None where the input is one the rules refuse."""
@@ -62,8 +73,9 @@ def _reference(lengths: list[int], config: dict[str, Any]) -> rb.Bins | None:
 
 
 def _contract_config(config: dict[str, Any]) -> dict[str, Any]:
-    """The config the contract checks read: no order claimed is no order checked."""
-    return {"order": _declared().order or "placement", **config}
+    """The config the contract checks read (the strategies set the order: none claimed is
+    "placement", which checks none)."""
+    return config
 
 
 @pytest.mark.rules("R-BIN-5", "R-BIN-6", "R-BIN-7", "R-BIN-8", "R-BIN-9", "R-BIN-14",
@@ -114,7 +126,7 @@ def test_bin_differential(case: tuple[list[int], dict[str, Any]]) -> None:
     expected = _reference(lengths, config)
     assume(expected is not None)
     assert expected is not None
-    got = _canonical(read_bins(_call(lengths, config).bins, lengths))
+    got = _canonical(read_bins(_valid_call(lengths, config).bins, lengths))
     want = _canonical([[tuple(p) for p in b] for b in expected.bins])  # type: ignore[misc]
     if got != want:
         rules = {ALGORITHM_RULE[algorithm]} | ({"R-BIN-4"} if config["cost"] == "rows" else set())
@@ -130,13 +142,31 @@ def test_first_fit_decreasing_bound(capacity: int, data: st.DataObject) -> None:
     if "first_fit_decreasing" not in _declared().algorithms:
         decline("algorithm", "claims no first fit decreasing, so no bound")
     least = 1 if "zero_length" in _declared().lacks else 0
-    lengths = data.draw(st.lists(st.integers(least, capacity), max_size=9), label="lengths")
+    lengths = data.draw(st.lists(st.integers(least, capacity), min_size=1, max_size=9),
+                        label="lengths")
     config = {"capacity": capacity, "algorithm": "first_fit_decreasing", "cost": "tokens",
-              "overflow": "reject"}
-    used = len(read_bins(_call(lengths, config).bins, lengths))
+              "overflow": "reject", "order": _declared().order or "placement"}
+    used = len(read_bins(_valid_call(lengths, config).bins, lengths))
     best = rb.optimum(lengths, rb.as_config(config))
     if 9 * used > 11 * best + 6:
         raise RuleViolation(f"{used} bins where the optimum is {best}", {"R-BIN-11"})
+
+
+@pytest.mark.rules("R-BIN-1")
+def test_bin_no_examples() -> None:
+    """No example (an empty dataset shard, a step with nothing left) is valid and gives no
+    bins; judged here once, so that no property test shrinks to it."""
+    binner = _binner()
+    config = {**_base(), "capacity": 8}
+    try:
+        out = binner(np.zeros(0, dtype=np.int64), config)
+    except Exception as error:
+        raise RuleViolation(f"no examples: raised {type(error).__name__} ({error})",
+                            {"R-BIN-1"}) from error
+    if not isinstance(out, Binned):
+        raise TargetError(f"bin() returned {type(out).__name__}, not Binned")
+    if list(read_bins(out.bins, [])):
+        raise RuleViolation(f"no examples gave bins {out.bins!r}", {"R-BIN-1"})
 
 
 BAD_LENGTHS: list[tuple[str, list[Any]]] = [
@@ -180,7 +210,8 @@ def test_bin_rejects_rows_capacity_below_one_token() -> None:
 def _base() -> dict[str, Any]:
     declared = _declared()
     base: dict[str, Any] = {"cost": sorted(declared.costs)[0],
-                            "overflow": sorted(declared.overflow)[0]}
+                            "overflow": sorted(declared.overflow)[0],
+                            "order": declared.order or "placement"}
     if declared.algorithms:
         base["algorithm"] = sorted(declared.algorithms)[0]
     return base

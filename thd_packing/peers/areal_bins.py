@@ -98,9 +98,8 @@ class ArealFFD(_Allocator):
     name = "areal-ffd"
     function = "ffd_allocate"
     claims = "first_fit_decreasing"
-    declared_bins = BinDeclared(algorithm="first_fit_decreasing", order="placement",
-                                features=frozenset({"min_bins", "bins_multiple_of",
-                                                    "zero_length"}))
+    declared_bins = BinDeclared(algorithms=frozenset({"first_fit_decreasing"}), order="placement",
+                                features=frozenset({"min_bins", "bins_multiple_of"}))
 
 
 class ArealKK(_Allocator):
@@ -109,9 +108,8 @@ class ArealKK(_Allocator):
     name = "areal-kk"
     function = "kk_allocate"
     claims = "karmarkar_karp"
-    declared_bins = BinDeclared(algorithm="karmarkar_karp", order="placement",
-                                features=frozenset({"min_bins", "bins_multiple_of",
-                                                    "zero_length"}))
+    declared_bins = BinDeclared(algorithms=frozenset({"karmarkar_karp"}), order="placement",
+                                features=frozenset({"min_bins", "bins_multiple_of"}))
 
 
 TARGETS = (ArealFFD, ArealKK)

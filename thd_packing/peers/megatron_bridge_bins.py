@@ -116,7 +116,7 @@ class _Strategy:
         return Binned(bins=[read_row(row, offsets) for row in rows])
 
 
-_FEATURES = frozenset({"zero_length"})
+_FEATURES = frozenset()
 _LENGTHS = frozenset({"lengths"})
 
 
@@ -126,7 +126,7 @@ class MegatronBridgeFFD(_Strategy):
     name = "megatron-bridge-ffd"
     algorithm = "first_fit_decreasing"
     claims = "first_fit_decreasing"
-    declared_bins = BinDeclared(algorithm="first_fit_decreasing", order="placement",
+    declared_bins = BinDeclared(algorithms=frozenset({"first_fit_decreasing"}), order="placement",
                                 features=_FEATURES, validated_elsewhere=_LENGTHS)
 
 

@@ -90,7 +90,7 @@ class TorchtuneSequential(_Packed):
 
     name = "torchtune-sequential"
     claims = "sequential"
-    declared_bins = BinDeclared(algorithm="sequential", order="input",
+    declared_bins = BinDeclared(algorithms=frozenset({"sequential"}), order="input",
                                 validated_elsewhere=frozenset({"lengths"}))
 
 
@@ -101,7 +101,7 @@ class TorchtuneWrapped(_Packed):
     split = True
     claims = "wrapped"
     overflow = frozenset({"split"})
-    declared_bins = BinDeclared(algorithm="wrapped", overflow=frozenset({"split"}),
+    declared_bins = BinDeclared(algorithms=frozenset({"wrapped"}), overflow=frozenset({"split"}),
                                 order="input", validated_elsewhere=frozenset({"lengths"}))
 
 

@@ -86,9 +86,9 @@ class VerlMicroBatches:
 
     name = "verl-micro-batches"
     declared_bins = BinDeclared(
-        algorithm=None,
+
         order="input",
-        features=frozenset({"min_bins", "bins_multiple_of", "zero_length"}),
+        features=frozenset({"min_bins", "bins_multiple_of"}),
         validated_elsewhere=frozenset({"lengths"}),
         notes={"lengths": "attention-mask row sums: non-negative integers by construction",
                "bin order": "by workload, smallest at both ends (use_dynamic_bsz_balance)"},
@@ -155,9 +155,8 @@ class VerlBalancedPartitions(_Partitioner):
     name = "verl-balanced-partitions"
     function = "get_seqlen_balanced_partitions"
     claims = "karmarkar_karp"
-    declared_bins = BinDeclared(algorithm="karmarkar_karp", order="input",
-                                features=frozenset({"min_bins", "bins_multiple_of",
-                                                    "zero_length"}),
+    declared_bins = BinDeclared(algorithms=frozenset({"karmarkar_karp"}), order="input",
+                                features=frozenset({"min_bins", "bins_multiple_of"}),
                                 validated_elsewhere=frozenset({"capacity"}))
 
 
@@ -168,9 +167,8 @@ class VerlKarmarkarKarp(_Partitioner):
     function = "karmarkar_karp"
     claims = "karmarkar_karp"
     order = "placement"
-    declared_bins = BinDeclared(algorithm="karmarkar_karp", order="placement",
-                                features=frozenset({"min_bins", "bins_multiple_of",
-                                                    "zero_length"}),
+    declared_bins = BinDeclared(algorithms=frozenset({"karmarkar_karp"}), order="placement",
+                                features=frozenset({"min_bins", "bins_multiple_of"}),
                                 validated_elsewhere=frozenset({"capacity"}))
 
 
@@ -180,9 +178,8 @@ class VerlGreedyPartition(_Partitioner):
     name = "verl-greedy-partition"
     function = "greedy_partition"
     claims = None
-    declared_bins = BinDeclared(algorithm=None, order="input",
-                                features=frozenset({"min_bins", "bins_multiple_of",
-                                                    "zero_length"}),
+    declared_bins = BinDeclared( order="input",
+                                features=frozenset({"min_bins", "bins_multiple_of"}),
                                 validated_elsewhere=frozenset({"capacity"}))
 
 

@@ -396,7 +396,7 @@ def lower_bound(lengths: Any, config: BinConfig) -> int:
     pieces, _ = items(check_lengths(lengths), config)
     sizes = [size(config, p.length) for p in pieces]
     cap = capacity_sum(config)
-    best = -(-sum(sizes) // cap)  # L1
+    best = max(-(-sum(sizes) // cap), 1 if sizes else 0)  # L1; any item needs a bin
     if config.algorithm == "wrapped":
         return best
     # L2(alpha) changes only where alpha passes a size, so those (and 0) are the alphas to try.

@@ -3,7 +3,8 @@
 A built-in name is a file: `--target foo-bar` loads `conformance/targets/foo_bar.py` (the
 project's own packers) or `peers/foo_bar.py` (other trainers' packers, adapters outside the
 suite like a user's), and takes its module attribute `TARGET`. `module:attr` takes `attr` of
-any importable module. Either way the object is a target, a class, or a factory called with no
+any importable module, or of a built-in file (`--target areal-bins:ArealFFD`, for a file that
+holds several targets). Either way the object is a target, a class, or a factory called with no
 arguments.
 """
 
@@ -36,14 +37,22 @@ def builtin_names() -> list[str]:
     return names
 
 
-def _resolve(spec: str) -> tuple[str, str]:
-    if ":" in spec:
-        module_name, _, attr = spec.partition(":")
-        return module_name, attr
-    stem = spec.replace("-", "_")
+def _builtin(stem: str) -> str | None:
+    """The module of a built-in file stem ('_' or '-'), None if there is none."""
+    stem = stem.replace("-", "_")
     for package, folder in HOMES:
         if stem.isidentifier() and (folder / f"{stem}.py").is_file():
-            return f"{package}.{stem}", "TARGET"
+            return f"{package}.{stem}"
+    return None
+
+
+def _resolve(spec: str) -> tuple[str, str]:
+    if ":" in spec:  # module:attr, the module a built-in name too (areal-bins:ArealFFD)
+        module_name, _, attr = spec.partition(":")
+        return _builtin(module_name) or module_name, attr
+    module = _builtin(spec)
+    if module is not None:
+        return module, "TARGET"
     raise TargetLoadError(f"unknown target {spec!r}: use one of {builtin_names()} or "
                           "'module:attr'")
 
