@@ -32,6 +32,10 @@ PEERS = {
     "veomni": ("veomni",),
     "verl": ("verl",),
     "verl_fsdp": ("verl",),
+    "areal_bins": ("areal",),
+    "megatron_bridge_bins": ("megatron-bridge",),
+    "torchtune_bins": ("torchtune",),
+    "verl_bins": ("verl",),
 }
 
 

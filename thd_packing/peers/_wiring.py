@@ -201,7 +201,10 @@ def write_page(page: Path, wiring: Wiring) -> None:
 PAGES = {"areal": "areal", "megatron_bridge": "megatron-bridge",
          "megatron_core": "megatron-core", "ms_swift": "ms-swift", "openrlhf": "openrlhf",
          "torchtitan": "torchtitan", "torchtune": "torchtune", "transformers": "transformers",
-         "trl": "trl", "veomni": "veomni", "verl": "verl", "verl_fsdp": "verl-fsdp"}
+         "trl": "trl", "veomni": "veomni", "verl": "verl", "verl_fsdp": "verl-fsdp",
+         # the binners (spec/bins.md), one page each
+         "areal_bins": "bins-areal", "megatron_bridge_bins": "bins-megatron-bridge",
+         "torchtune_bins": "bins-torchtune", "verl_bins": "bins-verl"}
 
 
 def main() -> None:

@@ -116,7 +116,7 @@ class _Strategy:
         return Binned(bins=[read_row(row, offsets) for row in rows])
 
 
-_FEATURES = frozenset()
+_FEATURES: frozenset[str] = frozenset()
 _LENGTHS = frozenset({"lengths"})
 
 
