@@ -283,6 +283,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     tr.section(f"THD conformance matrix: target {subject.name}, spec {spec_version()}")
     for line in report.terminal_lines(doc, matrix):
         tr.write_line(line)
+    tr.write_line(f"verdict: {doc['verdict']}")
     tr.write_line(f"rules: {doc['summary']}; tests: {doc['test_summary']}")
     tr.write_line(_pytest_counts(tr.stats))
     for module, reason in _SKIPPED_MODULES.items():

@@ -49,6 +49,23 @@ class Declared:
     cost: float = 1.0  # > 1 scales the example count down for a slow packer
 
 
+class NotDeclared(NotImplementedError):
+    """Raised by an adapter asked for what it does not declare (a feature, a convention value,
+    a base feature it lacks): the suite never asks for one, so reaching it on a case whose every
+    feature is declared is a usage error of the adapter, naming the feature. A plain
+    `NotImplementedError` from the packer itself is a crash (R-CONSUMER-17)."""
+
+
+class OutputRefused(Exception):
+    """Raised by glue that plays the packer's consumer (an embedding lookup of token ids, a
+    loss reading label ids) where that consumer cannot take the packer's output as produced:
+    a failure of `rule` (e.g. R-CONSUMER-16, floating token ids), never a conversion."""
+
+    def __init__(self, message: str, rule: str) -> None:
+        super().__init__(message)
+        self.rule = rule
+
+
 FEATURES: dict[str, str] = {
     "bucket": "config bucket=N pads the total to a multiple of lcm(A, N) (R-TOTAL-2)",
     "fp8": "config fp8=True: FP8 per-sequence and total alignment (R-ALIGN-2, R-TOTAL-1)",

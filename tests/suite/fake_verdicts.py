@@ -1,0 +1,110 @@
+"""Fake targets whose verdicts must be earned (tests/suite/test_earned_verdicts.py): glue that
+must hand a dtype over, crashes that must count, two rules that must both show, and adapters
+that misuse the "not declared" exception."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from thd_packing.conformance.protocol import VALIDATION, Declared, NotDeclared, Packed
+from thd_packing.conformance.targets.reference import ReferenceTarget
+from thd_packing.peers import _tokens
+
+CORE = frozenset({"need_roll", "pad_value"})
+ELSEWHERE = frozenset(VALIDATION)
+
+
+
+class FloatIdsTokenTarget:
+    """A token-id packer through the peers' shared glue (`peers/_tokens.py`), one rank, no tp:
+    right, except that its ids come back as float32 where a sequence has exactly 3 tokens (a
+    consumer's embedding lookup refuses them)."""
+
+    name = "float-ids"
+    description = "tests/suite: a token-id packer giving float32 ids on some batches"
+    declared = Declared(lacks=frozenset({"tensor_parallel", "zigzag", "contiguous"}),
+                        validated_elsewhere=ELSEWHERE)
+
+    def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,
+             pad_value: Any = 0) -> Packed:
+        _tokens.refuse_undeclared(config, "the float-ids fake")
+        vocab = _tokens.Vocabulary(seqs, pad_value)
+        ids = np.asarray([i for seq in vocab.ids for i in seq], dtype=np.int64)
+        if any(len(seq) == 3 for seq in vocab.ids):
+            ids = ids.astype(np.float32)
+        lengths = [len(seq) for seq in vocab.ids]
+        pos = np.concatenate([np.arange(n, dtype=np.int64) for n in lengths])
+        cu = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+        return Packed(vocab.rows(ids), pos, {"cu_seqlens_padded": cu})
+
+
+class CrashesOnLongTarget(ReferenceTarget):
+    """The reference, but an IndexError on every batch holding a sequence of 5 tokens or more
+    (a crash on a valid input, outside the packer's own validation)."""
+
+    name = "crashes-on-long"
+    description = "tests/suite: the reference crashing on sequences of 5 tokens or more"
+    declared = Declared(features=CORE, validated_elsewhere=ELSEWHERE)
+
+    def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,
+             pad_value: Any = 0) -> Packed:
+        if any(np.asarray(s).shape[0] >= 5 for s in seqs):
+            return self.fail()
+        return super().pack(seqs, config, cp_rank, need_roll=need_roll, pad_value=pad_value)
+
+    def fail(self) -> Packed:
+        return [][0]  # type: ignore[no-any-return]
+
+
+class DeepNotImplementedError(NotImplementedError):
+    """A library's own NotImplementedError subclass (pyarrow's ArrowNotImplementedError)."""
+
+
+class DeepNotImplementedTarget(CrashesOnLongTarget):
+    """As CrashesOnLongTarget, but the crash is a NotImplementedError subclass raised deep in
+    the packer's library: a crash, not a rejection of the input nor a declined feature."""
+
+    name = "deep-not-implemented"
+
+    def fail(self) -> Packed:
+        raise DeepNotImplementedError("this kernel has no int64 path")
+
+
+class TwoTotalRulesTarget(ReferenceTarget):
+    """The reference's pack with a wrong total in its metadata on batches of two sequences or
+    more: one row past the bucket's modulus M > 1 on an even number of sequences (not a
+    multiple of M, R-TOTAL-2), one whole M too many on an odd number (not the smallest,
+    R-TOTAL-4). Both are raised by the same check, from the same line."""
+
+    name = "two-total-rules"
+    description = "tests/suite: a total off by one row or by one bucket"
+    declared = Declared(features=CORE | {"bucket"}, validated_elsewhere=ELSEWHERE)
+
+    def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,
+             pad_value: Any = 0) -> Packed:
+        got = super().pack(seqs, config, cp_rank, need_roll=need_roll, pad_value=pad_value)
+        if len(seqs) < 2 or config.get("bucket") is None:
+            return got
+        from thd_packing import reference
+
+        modulus = reference.PackConfig(**config).total_modulus
+        if len(seqs) % 2 == 0 and modulus == 1:
+            return got  # every total is a multiple of 1: no R-TOTAL-2 to break
+        extra = 1 if len(seqs) % 2 == 0 else modulus
+        return Packed(got.rows, got.position_ids, {**got.meta, "total": got.meta["total"] + extra})
+
+
+class RefusesDeclaredBucketTarget(ReferenceTarget):
+    """Declares `bucket` but raises NotDeclared for it: a usage error naming the feature."""
+
+    name = "refuses-declared-bucket"
+    description = "tests/suite: declares bucket, raises NotDeclared for it"
+    declared = Declared(features=CORE | {"bucket"}, validated_elsewhere=ELSEWHERE)
+
+    def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,
+             pad_value: Any = 0) -> Packed:
+        if config.get("bucket") is not None:
+            raise NotDeclared("this packer has no bucket")
+        return super().pack(seqs, config, cp_rank, need_roll=need_roll, pad_value=pad_value)
