@@ -108,3 +108,22 @@ class RefusesDeclaredBucketTarget(ReferenceTarget):
         if config.get("bucket") is not None:
             raise NotDeclared("this packer has no bucket")
         return super().pack(seqs, config, cp_rank, need_roll=need_roll, pad_value=pad_value)
+
+
+class LenientPadTarget(ReferenceTarget):
+    """Honours pad_value but leaves its checks to its callers (validated_elsewhere
+    "pad_value", as a token-id glue whose packer never sees the value): a value the
+    reference refuses packs as 0."""
+
+    name = "lenient-pad"
+    description = "tests/suite: the reference, pad_value's checks left to its callers"
+    declared = Declared(features=CORE, validated_elsewhere=frozenset({"pad_value"}))
+
+    def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,
+             pad_value: Any = 0) -> Packed:
+        try:
+            return super().pack(seqs, config, cp_rank, need_roll=need_roll, pad_value=pad_value)
+        except (TypeError, ValueError) as exc:
+            if "pad_value" not in str(exc):
+                raise
+        return super().pack(seqs, config, cp_rank, need_roll=need_roll)

@@ -88,3 +88,17 @@ def test_not_declared_for_a_declared_feature_is_a_usage_error(tmp_path: Path) ->
     assert proc.returncode == 4, out[-3000:]
     assert "usage error" in out and "bucket" in out and "this packer has no bucket" in out, \
         out[-3000:]
+
+
+def test_pad_value_checks_can_be_declined(tmp_path: Path) -> None:
+    """A packer that declares pad_value and leaves its checks to its callers (validated_elsewhere
+    "pad_value") has the pad-value rejection rows declined, not failed (R-ERR-1, R-ERR-10); the
+    rows of values it must accept still run."""
+    report = run_suite("fake_verdicts:LenientPadTarget", tmp_path,
+                       "thd_packing/conformance/test_rejections.py", "-k", "pad_value")
+    pads = [t for t in report["tests"] if "-pad_value=" in t["test"]]
+    assert pads and {t["status"] for t in pads} == {"declined", "pass"}, \
+        [t for t in pads if t["status"] not in ("declined", "pass")][:3]
+    assert any(t["status"] == "pass" for t in pads)
+    assert report["rules"]["R-ERR-10"]["status"] != "fail", report["rules"]["R-ERR-10"]
+    assert "pad_value_checks" in report["declined"], report["declined"]

@@ -107,6 +107,8 @@ VALIDATION: dict[str, str] = {
     "batch": "the batch container, element types, dtypes and trailing shapes (R-ERR-1/7/9)",
     "unpack": "the shard list given to unpack (R-ERR-11)",
     "need_roll_type": "need_roll is a real bool (R-ERR-1)",
+    "pad_value": "pad_value's type, and its value representable in the batch's dtype (R-ERR-1, "
+    "R-ERR-10)",
 }
 # Optional methods, found by presence (a callable attribute; one set to None is absent), each
 # under the capability name the tests use: without it, its tests are declined. Signatures (S: a
