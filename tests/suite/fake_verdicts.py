@@ -127,3 +127,29 @@ class LenientPadTarget(ReferenceTarget):
             if "pad_value" not in str(exc):
                 raise
         return super().pack(seqs, config, cp_rank, need_roll=need_roll)
+
+
+class AlignsDespiteNoneTarget(ReferenceTarget):
+    """Declares seq_align='none' (fixed, beside tail='segment', as the sequence-sharding
+    packers do) but reports its first sequence padded by one row taken from the padding
+    segment, where that segment has two rows or more and the sequence an odd length: a
+    per-sequence alignment where there is none, R-ALIGN-6."""
+
+    name = "aligns-despite-none"
+    description = "tests/suite: seq_align='none' declared, the first sequence padded"
+    declared = Declared(features=CORE | {"seq_align_none", "tail_segment"},
+                        convention={"seq_align": "none", "tail": "segment"},
+                        validated_elsewhere=ELSEWHERE)
+
+    def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,
+             pad_value: Any = 0) -> Packed:
+        got = super().pack(seqs, config, cp_rank, need_roll=need_roll, pad_value=pad_value)
+        padded = np.asarray(got.meta["seqlens_padded"]).copy()
+        b = len(seqs)
+        if padded.size <= b or padded[b] < 2 or np.asarray(seqs[0]).shape[0] % 2 == 0:
+            return got
+        padded[0] += 1
+        padded[b] -= 1
+        cu = np.concatenate([[0], np.cumsum(padded)]).astype(np.int32)
+        return Packed(got.rows, got.position_ids,
+                      {**got.meta, "seqlens_padded": padded, "cu_seqlens_padded": cu})

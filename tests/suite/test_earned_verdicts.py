@@ -102,3 +102,12 @@ def test_pad_value_checks_can_be_declined(tmp_path: Path) -> None:
     assert any(t["status"] == "pass" for t in pads)
     assert report["rules"]["R-ERR-10"]["status"] != "fail", report["rules"]["R-ERR-10"]
     assert "pad_value_checks" in report["declined"], report["declined"]
+
+
+def test_seq_align_none_is_judged_by_a_property(tmp_path: Path) -> None:
+    """A packer that declares seq_align='none' with another tail than the worked example's
+    and aligns its sequences anyway fails R-ALIGN-6 on a drawn case, not "declined"."""
+    report = run_suite("fake_verdicts:AlignsDespiteNoneTarget", tmp_path,
+                       f"{DIFFERENTIAL}::test_plan_seq_align_none_matches_reference",
+                       "thd_packing/conformance/test_spec_examples.py")
+    assert report["rules"]["R-ALIGN-6"]["status"] == "fail", report["rules"]["R-ALIGN-6"]
