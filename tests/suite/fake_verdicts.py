@@ -153,3 +153,22 @@ class AlignsDespiteNoneTarget(ReferenceTarget):
         cu = np.concatenate([[0], np.cumsum(padded)]).astype(np.int32)
         return Packed(got.rows, got.position_ids,
                       {**got.meta, "seqlens_padded": padded, "cu_seqlens_padded": cu})
+
+
+class PerLayoutAlignTarget(ReferenceTarget):
+    """slime's convention: zigzag pads each sequence to 2cp (seq_align='cp'), the all-gather
+    contiguous path aligns only the total (seq_align='none'); it packs by the layout whatever
+    the config's seq_align, so a case drawn with the other layout's value fails."""
+
+    name = "per-layout-align"
+    description = "tests/suite: seq_align 'cp' under zigzag, 'none' under contiguous"
+    declared = Declared(features=CORE | {"seq_align_cp", "seq_align_none"},
+                        convention={"seq_align": {"zigzag": "cp", "contiguous": "none"}},
+                        validated_elsewhere=ELSEWHERE)
+    by_layout = {"zigzag": "cp", "contiguous": "none"}
+
+    def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,
+             pad_value: Any = 0) -> Packed:
+        align = self.by_layout[config.get("cp_layout", "zigzag")]
+        return super().pack(seqs, {**config, "seq_align": align}, cp_rank,
+                            need_roll=need_roll, pad_value=pad_value)

@@ -158,6 +158,11 @@ CONVENTION_VALUES: dict[str, dict[Any, str | None]] = {
 # suite draws only that one).
 FIXED_FIELDS = ("tail", "seq_align", "labels")
 FIXED_BUCKET = "bucket"
+# A fixed field may depend on the layout: a dict of both layouts to a value, e.g. slime's
+# {"seq_align": {"zigzag": "cp", "contiguous": "none"}} (zigzag pads each sequence to 2cp, the
+# all-gather contiguous path aligns only the total). In the internal view each pair is a
+# capability "<field>@<layout>=<value>" (`layout_conventions`).
+LAYOUTS = ("zigzag", "contiguous")
 ZERO_LENGTH = ("keep", "omit")
 # In the internal view of a target that omits zero-length sequences (R-META-8): a batch of
 # only empty ones has no sequence left to keep, a degenerate batch that only the contract tier's
@@ -198,11 +203,38 @@ def problems(target: Any) -> list[str]:
             if type(value) is not int or value < 1:
                 out.append(f"convention bucket={value!r}: a fixed bucket is an int >= 1")
             continue
+        if key in FIXED_FIELDS and isinstance(value, dict):
+            out += _layout_problems(key, value)
+            continue
         if key not in FIXED_FIELDS or value not in CONVENTION_VALUES[key]:
             allowed = "; ".join(f"{name} {list(CONVENTION_VALUES[name])}"
                                 for name in FIXED_FIELDS)
             out.append(f"convention {key}={value!r}: a fixed convention names {allowed}; "
                        f"zero_length {list(ZERO_LENGTH)}; bucket an int >= 1")
+    return out
+
+
+def _layout_problems(key: str, value: dict[Any, Any]) -> list[str]:
+    """Why a per-layout convention is not one: both layouts, each to a value of the field;
+    seq_align='none' and tail='tokens' are not a zigzag convention (R-ERR-14)."""
+    allowed = list(CONVENTION_VALUES[key])
+    if set(value) != set(LAYOUTS) or any(v not in CONVENTION_VALUES[key] for v in value.values()):
+        return [f"convention {key}={value!r}: per layout, a dict of both layouts "
+                f"{list(LAYOUTS)}, each to one of {allowed}"]
+    if value["zigzag"] in ("none", "tokens"):
+        return [f"convention {key}={value!r}: {key}={value['zigzag']!r} is not valid under "
+                "the zigzag layout (R-ERR-14)"]
+    return []
+
+
+def layout_conventions(caps: frozenset[str]) -> dict[str, dict[str, str]]:
+    """The fields a target fixes per layout, {field: {layout: value}} (from its capabilities)."""
+    out: dict[str, dict[str, str]] = {}
+    for cap in caps:
+        key, at, rest = cap.partition("@")
+        if at and key in FIXED_FIELDS:
+            layout, _, value = rest.partition("=")
+            out.setdefault(key, {})[layout] = value
     return out
 
 
@@ -234,9 +266,12 @@ def capabilities(target: Any) -> frozenset[str]:
             continue
         if key not in CONVENTION_VALUES:
             continue
+        chosen = set(value.values()) if isinstance(value, dict) else {value}
+        if isinstance(value, dict):
+            caps |= {f"{key}@{layout}={v}" for layout, v in value.items()}
         for other, cap in CONVENTION_VALUES[key].items():
             if cap is not None:
-                (caps.add if other == value else caps.discard)(cap)
+                (caps.add if other in chosen else caps.discard)(cap)
     return frozenset(caps)
 
 
@@ -257,6 +292,9 @@ def describe(cap: str) -> str:
                 "is judged by the contract tier's named degenerate cases")
     if cap in METHODS:
         return f"the target has no {METHODS[cap]}()"
+    if "@" in cap:
+        setting, _, layout = cap.partition("@")
+        return f"{setting} under the {layout} layout: the target's convention there differs"
     if cap.endswith("_checks") and cap[:-len("_checks")] in VALIDATION:
         return f"validated elsewhere: {VALIDATION[cap[:-len('_checks')]]}"
     return FEATURES.get(cap) or BASE_FEATURES.get(cap) or cap

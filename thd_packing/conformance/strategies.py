@@ -23,6 +23,7 @@ from .protocol import (
     FP8_RECIPES,
     OMITS_ZERO_LENGTH,
     fixed_bucket,
+    layout_conventions,
 )
 
 INT32_MAX = 2**31 - 1
@@ -201,7 +202,11 @@ def configs(
     }
     out.update(draw(conventions(caps=caps, tail=tail, seq_align=seq_align, static=static,
                                 labels=labels)))
+    if caps is not None:
+        _fit_layout(out, caps, contiguous_cp)
     _fit_1_2(out, static, contiguous_cp)
+    if caps is not None:  # the layout _fit_1_2 left gets its own convention
+        _fit_layout(out, caps, contiguous_cp, keep_layout=True)
     if out.get("labels") == "ignore":  # every dtype holds 0; pack_cases draws per dtype
         out["ignore_index"] = 0
     # A bucket coprime to the FP8 total alignment can make the modulus millions of rows, too
@@ -211,6 +216,25 @@ def configs(
     if caps is not None and fixed_bucket(caps) is not None:  # the target's only bucket
         out["bucket"] = fixed_bucket(caps)
     return out
+
+
+def _fit_layout(config: dict[str, Any], caps: frozenset[str], contiguous: bool, *,
+                keep_layout: bool = False) -> None:
+    """A convention fixed per layout (protocol.LAYOUTS): the drawn value kept, on a layout whose
+    convention it is where the target has that layout (not with `keep_layout`); else the drawn
+    layout's value."""
+    for key, by_layout in layout_conventions(caps).items():
+        value = config.get(key, CONVENTION_DEFAULTS[key])
+        if by_layout.get(config["cp_layout"]) == value:
+            continue
+        usable = {"zigzag": config["cp_size"] == 1 or "zigzag" in caps,
+                  "contiguous": config["cp_size"] == 1 or contiguous}
+        layouts = [layout for layout, v in by_layout.items()
+                   if v == value and usable[layout] and not keep_layout]
+        if layouts:
+            config["cp_layout"] = layouts[0]
+        else:
+            config[key] = by_layout[config["cp_layout"]]
 
 
 def _fit_1_2(config: dict[str, Any], static: bool | None, contiguous: bool) -> None:
@@ -289,6 +313,11 @@ def declined(caps: frozenset[str], config: dict[str, Any] | None = None,
         out.append("static_metadata")
     if config.get("fixed_total") is not None and "fixed_total" not in caps:
         out.append("fixed_total")
+    for key, by_layout in layout_conventions(caps).items():  # a convention per layout
+        layout = str(config.get("cp_layout", "zigzag"))
+        value = config.get(key, CONVENTION_DEFAULTS[key])
+        if layout in by_layout and value != by_layout[layout]:
+            out.append(f"{key}={value}@{layout}")
     fixed = fixed_bucket(caps)  # a target that always pads to one bucket: no other one
     if fixed is not None and config.get("bucket") != fixed:
         out.append(f"bucket={fixed}")

@@ -21,6 +21,7 @@ from .protocol import (
     declared_of,
     describe,
     fixed_bucket,
+    layout_conventions,
 )
 from .strategies import PackCase, declined, unknown_fields
 
@@ -275,6 +276,8 @@ def with_convention(config: dict[str, Any]) -> dict[str, Any]:
     have = caps()
     if fixed_bucket(have) is not None and out.get("bucket") is None:
         out["bucket"] = fixed_bucket(have)
+    for key, by_layout in layout_conventions(have).items():
+        out.setdefault(key, by_layout.get(str(out.get("cp_layout", "zigzag"))))
     for key, values in CONVENTION_VALUES.items():
         if key in out or values[CONVENTION_DEFAULTS[key]] in (None, *have):
             continue
