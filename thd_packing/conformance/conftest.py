@@ -110,7 +110,9 @@ def _in_suite(item: pytest.Item) -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Every test names the rules it checks (or is a meta test): untraceable tests are errors."""
+    """Every test names the rules it checks (or is a meta test): untraceable tests are errors.
+    The loaded profile is known here: the ci profile bounds shrinking (plugin.bound_shrinking)."""
+    plugin.bound_shrinking(_profile())
     missing = [item.nodeid for item in items if _in_suite(item)
                and not _item_rules(item) and item.get_closest_marker("meta") is None]
     if missing:
