@@ -62,3 +62,13 @@ def test_a_per_layout_packer_passes(tmp_path: Path) -> None:
     assert not bad, bad
     for rule in ("R-ALIGN-5", "R-ALIGN-6"):
         assert report["rules"][rule]["status"] == "pass", (rule, report["rules"][rule])
+
+
+def test_a_feature_its_fixed_convention_rules_out_is_named() -> None:
+    """Declaring tail_segment with a fixed tail='last' is a usage error naming both, not a
+    feature silently dropped."""
+    target = _Target()
+    target.declared = Declared(features=frozenset({"tail_segment"}),
+                               convention={"tail": "last"})
+    found = problems(target)
+    assert found and "tail_segment" in found[0] and "tail='last'" in found[0], found

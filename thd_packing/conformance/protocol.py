@@ -206,6 +206,12 @@ def problems(target: Any) -> list[str]:
         if key in FIXED_FIELDS and isinstance(value, dict):
             out += _layout_problems(key, value)
             continue
+        if key in FIXED_FIELDS and value in CONVENTION_VALUES[key]:
+            dropped = sorted(set(decl.features) & {cap for v, cap in CONVENTION_VALUES[key].items()
+                                                   if cap is not None and v != value})
+            if dropped:
+                out.append(f"features {dropped} contradict convention {key}={value!r}: the "
+                           f"packer always packs {key}={value!r}, so it cannot do them")
         if key not in FIXED_FIELDS or value not in CONVENTION_VALUES[key]:
             allowed = "; ".join(f"{name} {list(CONVENTION_VALUES[name])}"
                                 for name in FIXED_FIELDS)
