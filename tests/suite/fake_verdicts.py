@@ -172,3 +172,23 @@ class PerLayoutAlignTarget(ReferenceTarget):
         align = self.by_layout[config.get("cp_layout", "zigzag")]
         return super().pack(seqs, {**config, "seq_align": align}, cp_rank,
                             need_roll=need_roll, pad_value=pad_value)
+
+
+class WrongPlanAndRowsTarget(ReferenceTarget):
+    """Packs as if tp were twice the config's (other rows, another plan), and reports the
+    spec's cu_seqlens_padded on every rank but the first: at cp > 1 ranks that disagree, a plan
+    the row map cannot lay out, so its rows cannot be judged apart from it."""
+
+    name = "wrong-plan-and-rows"
+    description = "tests/suite: rows and plan of 2 * tp, ranks disagreeing on the plan"
+    declared = Declared(features=CORE, validated_elsewhere=ELSEWHERE)
+
+    def pack(self, seqs: Any, config: dict[str, Any], cp_rank: Any, *, need_roll: Any = False,
+             pad_value: Any = 0) -> Packed:
+        wide = {**config, "tp_size": 2 * int(config.get("tp_size", 1))}
+        got = super().pack(seqs, wide, cp_rank, need_roll=need_roll, pad_value=pad_value)
+        if cp_rank == 0:
+            return got
+        spec = super().pack(seqs, config, cp_rank, need_roll=need_roll, pad_value=pad_value)
+        return Packed(got.rows, got.position_ids,
+                      {**got.meta, "cu_seqlens_padded": spec.meta["cu_seqlens_padded"]})

@@ -111,3 +111,14 @@ def test_seq_align_none_is_judged_by_a_property(tmp_path: Path) -> None:
                        f"{DIFFERENTIAL}::test_plan_seq_align_none_matches_reference",
                        "thd_packing/conformance/test_spec_examples.py")
     assert report["rules"]["R-ALIGN-6"]["status"] == "fail", report["rules"]["R-ALIGN-6"]
+
+
+def test_caller_arrays_charge_a_plan_it_cannot_lay_out_to_the_plan(tmp_path: Path) -> None:
+    """The caller's-arrays test judges rows on the packer's own plan; a plan the row map cannot
+    lay out fails the plan's rules there, not R-ROW-1."""
+    report = run_suite("fake_verdicts:WrongPlanAndRowsTarget", tmp_path,
+                       "thd_packing/conformance/test_caller_arrays.py")
+    assert report["rules"]["R-ROW-1"]["status"] != "fail", report["rules"]["R-ROW-1"]
+    failed = {r for r, row in report["rules"].items() if row["status"] == "fail"}
+    assert failed and all(r.startswith(("R-ALIGN-", "R-TOTAL-", "R-META-")) for r in failed), \
+        failed
