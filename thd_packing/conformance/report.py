@@ -164,8 +164,10 @@ def _parts(e: dict[str, Any], status: str) -> list[tuple[str, list[str], str]]:
         return []
     rules = e.get("blocked_rules", []) if crashes else e["rules"]
     parts = [part for part in e.get("failures") or [] if part.get("crashed") or not crashes]
-    if len(parts) <= 1 or not all(part["counterexamples"] for part in parts):
+    if not parts or not all(part["counterexamples"] for part in parts):
         return [(failing_input(e), rules, e.get("message") or "")]
+    if len(parts) == 1 and not crashes:
+        parts = [{**parts[0], "rules": rules}]  # every rule the entry charges
     return [(failing_input({"test": e["test"], "counterexamples": part["counterexamples"]}),
              rules if crashes else part["rules"], part["message"]) for part in parts]
 
