@@ -192,3 +192,14 @@ class WrongPlanAndRowsTarget(ReferenceTarget):
         spec = super().pack(seqs, config, cp_rank, need_roll=need_roll, pad_value=pad_value)
         return Packed(got.rows, got.position_ids,
                       {**got.meta, "cu_seqlens_padded": spec.meta["cu_seqlens_padded"]})
+
+
+class RefusesItsUnpackTarget(ReferenceTarget):
+    """Has unpack() (a capability by presence) but raises NotDeclared from it."""
+
+    name = "refuses-its-unpack"
+    description = "tests/suite: unpack() present, raising NotDeclared"
+    declared = Declared(features=CORE, validated_elsewhere=ELSEWHERE)
+
+    def unpack(self, shards: Any, meta: Any, config: dict[str, Any]) -> Any:
+        raise NotDeclared("this packer cannot unpack")

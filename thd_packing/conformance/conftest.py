@@ -22,7 +22,7 @@ from hypothesis import reject, settings
 from hypothesis.errors import HypothesisException
 
 from thd_packing.conformance import outcomes, plugin, report
-from thd_packing.conformance.protocol import ALL_EMPTY, describe, zero_length_of
+from thd_packing.conformance.protocol import ALL_EMPTY, NotDeclared, describe, zero_length_of
 from thd_packing.conformance.rules import spec_version, suite_rules
 from thd_packing.conformance.targets import TargetLoadError, load_target
 from thd_packing.conformance.under_test import (
@@ -31,6 +31,7 @@ from thd_packing.conformance.under_test import (
     caps,
     decline,
     max_rows,
+    not_declared,
     outputs_declined,
     raising,
     require,
@@ -137,8 +138,23 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
         outcome = exc
         raise
     finally:
+        refused = _not_declared(outcome)
+        if refused is not None:  # the adapter refused what it declares: a usage error
+            not_declared(refused, item.name)
         if not isinstance(outcome, KeyboardInterrupt):  # Ctrl-C starts no search
             _shrink_side_failures(item)
+
+
+def _not_declared(exc: BaseException | None) -> NotDeclared | None:
+    """A NotDeclared the target raised on a call the test made directly (call_target stops the
+    run itself), found among the exceptions a test's failure groups or chains."""
+    seen: list[BaseException] = [exc] if exc is not None else []
+    for e in seen:  # grows while it is read
+        if isinstance(e, NotDeclared):
+            return e
+        seen.extend(x for x in (*(getattr(e, "exceptions", None) or ()), e.__cause__)
+                    if x is not None and x not in seen)
+    return None
 
 
 # How a test ends other than by passing: an error, a failed check, a skip.

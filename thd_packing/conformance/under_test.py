@@ -167,11 +167,12 @@ def not_declared(exc: BaseException, what: str, args: tuple[Any, ...] = (),
         asked.append("need_roll")
     if not (type(kwargs.get("pad_value", 0)) is int and kwargs.get("pad_value", 0) == 0):
         asked.append("pad_value")
-    features = (f"the declared features it used: {', '.join(asked)}" if asked
-                else "it uses no optional feature")
-    pytest.exit(f"usage error: target {target().name!r} raised NotDeclared in {what} ({exc}) "
-                f"on a call with {config}; {features}. Either the adapter cannot do one of "
-                "them (take it out of its `declared`), or it must pack the call",
+    features = (f"; the declared features it used: {', '.join(asked)}" if asked
+                else "; it uses no optional feature" if args else "")
+    call = f" on a call with {config}" if config else ""
+    pytest.exit(f"usage error: target {target().name!r} raised NotDeclared in {what} ({exc})"
+                f"{call}{features}. Either the adapter cannot do what it declares (take that "
+                "out of its `declared`), or it must pack the call",
                 returncode=pytest.ExitCode.USAGE_ERROR)
 
 
