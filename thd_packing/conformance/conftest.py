@@ -236,9 +236,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         rep.user_properties.append(outcomes.to_property(entry))
     if side and rep.passed:  # the run fails on them too, not only the report
         rep.outcome = "failed"
-        rep.longrepr = "\n".join(f"{', '.join(s['rules'])} (not this test's rules) on "
+        rep.longrepr = "\n".join(f"{', '.join(s['rules'])}{_whose(s['rules'], rules)} on "
                                   f"{s['input']}: {s['message']}" for s in side)
     return rep
+
+
+def _whose(met: list[str], cited: list[str]) -> str:
+    return "" if set(met) <= set(cited) else " (not this test's rules)"
 
 
 def pytest_collectreport(report: pytest.CollectReport) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from .protocol import OutputRefused
 from .targets import HOMES
 from .under_test import TargetError
 
@@ -133,6 +134,8 @@ def classify(leaf: BaseException, target_files: tuple[str, ...]) -> tuple[str, s
     stack runs through the target's code, ("error", ...) for a crash of the suite itself."""
     if isinstance(leaf, TargetError):
         return "target-error", set()
+    if isinstance(leaf, OutputRefused):  # the adapter's glue refused the output as a consumer
+        return "rule", {leaf.rule}
     if isinstance(leaf, AssertionError | pytest.fail.Exception):  # a check (pytest.raises too)
         return "rule", set(getattr(leaf, "rules", None) or ())
     if _through_target(leaf, target_files):

@@ -10,7 +10,8 @@ unchanged; never convert or check it in the adapter.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,13 +58,38 @@ class NotDeclared(NotImplementedError):
 
 
 class OutputRefused(Exception):
-    """Raised by glue that plays the packer's consumer (an embedding lookup of token ids, a
-    loss reading label ids) where that consumer cannot take the packer's output as produced:
-    a failure of `rule` (e.g. R-CONSUMER-16, floating token ids), never a conversion."""
+    """Glue that plays the packer's consumer (an embedding lookup of token ids, a loss reading
+    label ids) refuses the packer's output as produced: a failure of `rule` (e.g.
+    R-CONSUMER-16, floating token ids). Raised by `refuse_output` where the suite does not
+    collect refusals."""
 
     def __init__(self, message: str, rule: str) -> None:
         super().__init__(message)
         self.rule = rule
+
+
+_SINKS: list[Callable[[str, str], None]] = []
+
+
+def refuse_output(message: str, rule: str) -> None:
+    """Glue playing a consumer: that consumer refuses this output (a failure of `rule`). Where
+    the suite collects refusals (`collecting_refusals`) it is recorded and the glue goes on, so
+    the pack's other rules are still judged; elsewhere it raises OutputRefused."""
+    if _SINKS:
+        _SINKS[-1](message, rule)
+        return
+    raise OutputRefused(message, rule)
+
+
+@contextlib.contextmanager
+def collecting_refusals() -> Iterator[list[tuple[str, str]]]:
+    """Within: `refuse_output` records (message, rule) in the yielded list."""
+    found: list[tuple[str, str]] = []
+    _SINKS.append(lambda message, rule: found.append((message, rule)))
+    try:
+        yield found
+    finally:
+        _SINKS.pop()
 
 
 FEATURES: dict[str, str] = {

@@ -15,7 +15,7 @@ from thd_packing import reference
 from thd_packing.reference.pack import lay_out
 
 from .contract import segment_batch
-from .protocol import NotDeclared, OutputRefused, Packed, zero_length_of
+from .protocol import NotDeclared, OutputRefused, Packed, collecting_refusals, zero_length_of
 from .strategies import PackCase
 from .under_test import (
     POSITIONS,
@@ -24,6 +24,7 @@ from .under_test import (
     as_tuple,
     not_declared,
     note_given,
+    note_violation,
     target,
 )
 
@@ -165,8 +166,12 @@ def run_target_packed(case: PackCase, seqs: list[np.ndarray]) -> list[Packed]:
     rules = valid_input_rules(case)
     for rank in range(case.cp_size):
         what = f"pack(rank {rank})"
-        result = call_target(what, target().adapter.pack, seqs, dict(case.config), rank,
-                             need_roll=case.need_roll, pad_value=case.pad_value, rules=rules)
+        with collecting_refusals() as refused:
+            result = call_target(what, target().adapter.pack, seqs, dict(case.config), rank,
+                                 need_roll=case.need_roll, pad_value=case.pad_value,
+                                 rules=rules)
+        for message, rule in dict.fromkeys(refused):  # charged, and the pack judged on
+            note_violation(RuleViolation(f"{what}: {message}", {rule}), case)
         rows, pos, meta = readable_output(as_tuple(result, what), what)
         out.append(Packed(rows, pos, meta, result.labels, result.loss_mask))
     return out

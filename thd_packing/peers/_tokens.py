@@ -13,7 +13,7 @@ row k + 1.
 
 The glue converts nothing: ids and labels are read in the dtype the packer produced, and an
 embedding lookup or a cross entropy refuses floating ids (`nn.Embedding`, `F.cross_entropy`),
-so ids that are not integers are refused here as there (`OutputRefused`, R-CONSUMER-16).
+so ids that are not integers are refused here as there (`refuse_output`, R-CONSUMER-16).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from thd_packing.conformance.protocol import NotDeclared, OutputRefused
+from thd_packing.conformance.protocol import NotDeclared, refuse_output
 
 PAD_ID = 0
 IGNORE_INDEX = -100
@@ -61,11 +61,13 @@ class Vocabulary:
 
 def integer_ids(ids: Any, what: str) -> np.ndarray:
     """`ids` as the packer made them, refused unless integers (what an embedding lookup or a
-    cross entropy takes, R-CONSUMER-16)."""
+    cross entropy takes, R-CONSUMER-16): the refusal is reported first (`refuse_output`), and
+    only then are the values read as int64, so the pack's other rules are still judged."""
     arr = np.asarray(ids)
     if arr.dtype.kind not in "iu":
-        raise OutputRefused(f"the packer's {what} are {arr.dtype}, not integers: an embedding "
-                            "lookup and a cross entropy refuse them", "R-CONSUMER-16")
+        refuse_output(f"the packer's {what} are {arr.dtype}, not integers: an embedding lookup "
+                      "and a cross entropy refuse them", "R-CONSUMER-16")
+        return arr.astype(np.int64)
     return arr
 
 
