@@ -15,6 +15,7 @@ from thd_packing import reference
 
 from . import requirements as req
 from .contract import row_bytes, show
+from .protocol import OutputRefused
 from .running import META_ARRAYS, META_INTS, RankResult, call_target, ref_config
 from .strategies import PackCase
 from .under_test import RuleViolation, target
@@ -308,9 +309,13 @@ def snapshot(seqs: Any) -> list[bytes] | None:
 
 
 def outcome(fn: Any) -> BaseException | None:
+    """The exception `fn` raises, the result under test (None: it returned); a consumer's
+    refusal of an output the glue reports (OutputRefused) is a failure of its own rule."""
     try:
         fn()
-    except Exception as exc:  # the exception is the result under test
+    except OutputRefused:
+        raise
+    except Exception as exc:
         return exc
     return None
 
