@@ -29,9 +29,9 @@ def test_float_ids_through_the_shared_glue_fail(tmp_path: Path) -> None:
     assert report["rules"]["R-CONSUMER-17"]["status"] == "pass", report["rules"]["R-CONSUMER-17"]
 
 
-def _crash_report(tmp_path: Path, target: str) -> dict:
+def _crash_report(tmp_path: Path, target: str, profile: str = "ci") -> dict:
     return run_suite(target, tmp_path, f"{CONTRACT}::test_contract_buffer",
-                     f"{CONTRACT}::test_contract_tokens")
+                     f"{CONTRACT}::test_contract_tokens", profile=profile)
 
 
 def test_a_crash_counts_as_failed(tmp_path: Path) -> None:
@@ -60,7 +60,7 @@ def test_a_library_not_implemented_error_is_a_crash(tmp_path: Path) -> None:
 
 def test_a_clean_run_says_clean(tmp_path: Path) -> None:
     """The reference on the same tests: nothing failed, nothing crashed, nothing blocked."""
-    report = _crash_report(tmp_path, "reference")
+    report = _crash_report(tmp_path, "reference", "dev")
     assert report["verdict"].startswith("clean;"), report["verdict"]
 
 
@@ -121,7 +121,7 @@ def test_seq_align_none_is_judged_by_a_property(tmp_path: Path) -> None:
     and aligns its sequences anyway fails R-ALIGN-6 on a drawn case, not "declined"."""
     report = run_suite("fake_verdicts:AlignsDespiteNoneTarget", tmp_path,
                        f"{DIFFERENTIAL}::test_plan_seq_align_none_matches_reference",
-                       "thd_packing/conformance/test_spec_examples.py")
+                       "thd_packing/conformance/test_spec_examples.py", profile="ci")
     assert report["rules"]["R-ALIGN-6"]["status"] == "fail", report["rules"]["R-ALIGN-6"]
 
 

@@ -12,6 +12,7 @@ from typing import Any, NoReturn
 import pytest
 from hypothesis import assume, settings
 
+from .declines import declined, unknown_fields
 from .protocol import (
     CAPABILITIES,
     CONVENTION_DEFAULTS,
@@ -23,7 +24,7 @@ from .protocol import (
     fixed_bucket,
     layout_conventions,
 )
-from .strategies import PackCase, declined, unknown_fields
+from .strategies import PackCase
 
 
 class RuleViolation(AssertionError):
