@@ -141,6 +141,19 @@ def test_boundaries_differ_between_ranks_or_are_floats() -> None:
     fails("R-CONSUMER-1", "dtype float64, not an integer type", seqs, floats, {"cp_size": 2})
 
 
+def test_integer_outputs_in_a_floating_dtype() -> None:
+    """R-CONSUMER-16: seqlens, cu_seqlens and position ids as floats are refused, even when
+    every value is integral."""
+    seqs = canonical([4])
+    good = build(seqs, [4], 2)
+    c.check_pack(seqs, good, {"cp_size": 2})
+    for key in ("seqlens", "seqlens_padded", "cu_seqlens"):
+        floats = [o._replace(meta={**o.meta, key: np.array([0.0, 4.0])}) for o in good]
+        fails("R-CONSUMER-16", f"{key} have dtype float64", seqs, floats, {"cp_size": 2})
+    floats = [o._replace(pos=o.pos.astype(np.float32)) for o in good]
+    fails("R-CONSUMER-16", "position ids have dtype float32", seqs, floats, {"cp_size": 2})
+
+
 def test_rows_do_not_add_up_to_the_buffer() -> None:
     """R-CONSUMER-3: n * cp != C_K, and a local_rows that is not the rows held."""
     seqs = canonical([4])

@@ -14,6 +14,8 @@ import importlib.util
 import numpy as np
 import pytest
 
+from thd_packing.conformance.protocol import collecting_refusals
+
 _DIST: importlib.metadata.Distribution | None
 try:
     _DIST = importlib.metadata.distribution("trl")
@@ -50,7 +52,12 @@ def test_one_batch_packs_as_documented(target) -> None:  # type: ignore[no-untyp
 
 
 def test_without_a_bucket_nothing_is_padded(target) -> None:  # type: ignore[no-untyped-def]
-    packed = target.pack([np.array([1, 2]), np.zeros(0, dtype=np.int64), np.array([3])], {}, 0)
+    # TRL 1.16: an empty example's ids, torch.tensor([]), are float32, and the collator's cat
+    # promotes the whole batch's input_ids and labels to float32 (R-CONSUMER-16).
+    with collecting_refusals() as refused:
+        packed = target.pack([np.array([1, 2]), np.zeros(0, dtype=np.int64), np.array([3])],
+                             {}, 0)
+    assert {message.split(" are ")[1][:7] for message, _ in refused} == {"float32"}, refused
     assert packed.rows.tolist() == [1, 2, 3]
     assert packed.meta["cu_seqlens_padded"].tolist() == [0, 2, 3]  # the empty one leaves none
 

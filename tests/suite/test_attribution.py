@@ -1,5 +1,5 @@
-"""Honest failure attribution: a convention difference gets a rule verdict,
-a crash of the target is a target error charged to no rule."""
+"""Honest failure attribution: a convention difference gets a rule verdict, a crash of the
+target fails R-CONSUMER-17 alone."""
 
 from __future__ import annotations
 
@@ -26,17 +26,18 @@ def test_trailing_segment_gets_a_rule_verdict(tmp_path: Path) -> None:
     assert set(invariants[0]["rules"]) <= {"R-META-1", "R-META-3"}, invariants[0]
 
 
-def test_crash_is_a_target_error(tmp_path: Path) -> None:
-    """A pack that raises ZeroDivisionError on valid cases: every differential test is a
-    target error with the traceback, and no rule is charged with it."""
+def test_crash_is_a_failure_of_its_own_rule(tmp_path: Path) -> None:
+    """A pack that raises ZeroDivisionError on valid cases: every differential test fails
+    R-CONSUMER-17 (a valid input packed to nothing) with the traceback, and no rule of the
+    differential tier is charged with it: they are blocked by it."""
     report = run_suite("fake_targets:CrashingTarget", tmp_path,
                        "thd_packing/conformance/test_differential.py::test_plan_alignment_matches_reference",
                        "thd_packing/conformance/test_differential.py::test_pack_matches_reference",
                        "thd_packing/conformance/test_differential.py::test_zero_length_sequences_match_reference")
     ran = [t for t in report["tests"] if t["status"] not in ("declined", "skip")]
-    assert ran and all(t["status"] == "target-error" for t in ran), ran
-    assert all(not t["rules"] for t in ran)
-    assert report["summary"]["fail"] == 0
+    assert ran and all(t["status"] == "fail" and t["crashed"] for t in ran), ran
+    assert all(t["rules"] == ["R-CONSUMER-17"] for t in ran)
+    assert report["summary"]["fail"] == 1
     assert any("ZeroDivisionError" in tb for e in report["target_errors"]
                for tb in e["tracebacks"])
     assert report["target_errors"][0]["counterexamples"], report["target_errors"][0]

@@ -56,13 +56,15 @@ TIERS = ("thd_packing/conformance/test_differential.py",
 
 def test_a_crash_on_only_empty_sequences_is_one_finding(tmp_path: Path) -> None:
     """An omitting packer that crashes on the batch of only empty sequences (as TRL's collator
-    does) gets that crash reported once per named degenerate case, as a target error, and every
-    other test of these tiers judges it on batches with a real token: no other failure."""
+    does) gets that crash reported once per named degenerate case, as a crash (R-CONSUMER-17),
+    and every other test of these tiers judges it on batches with a real token: no other
+    failure."""
     report = run_suite("fake_declarations:OmitsAndCrashesOnAllEmptyTarget", tmp_path, *TIERS)
-    bad = {t["test"].split("::")[-1]: t["status"] for t in report["tests"]
-           if t["status"] not in ("pass", "declined", "skip")}
-    assert bad == {"test_contract_degenerate[all-empty]": "target-error",
-                   "test_contract_degenerate[all-empty-3]": "target-error"}, bad
+    bad = {t["test"].split("::")[-1]: (t["status"], tuple(t["rules"]), t.get("crashed"))
+           for t in report["tests"] if t["status"] not in ("pass", "declined", "skip")}
+    crash = ("fail", ("R-CONSUMER-17",), True)
+    assert bad == {"test_contract_degenerate[all-empty]": crash,
+                   "test_contract_degenerate[all-empty-3]": crash}, bad
     assert "IndexError" in report["target_errors"][0]["message"]
     passed = {rule for rule, row in report["rules"].items() if row["status"] == "pass"}
     assert {"R-META-1", "R-TOTAL-4", "R-CONSUMER-7", "R-SHARD-2"} <= passed, passed

@@ -6,9 +6,10 @@ NumPy array; `config` is `BinConfig` as keyword arguments (`capacity`, `algorith
 `pack` as `PackConfig` keyword arguments under `cost="rows"`, `overflow`, `order`, `min_bins`,
 `bins_multiple_of`; a field left out is the spec's default). The adapter maps them onto its
 binner's own parameters, calls it, and hands back what it returned as it returned it; a field
-it has no counterpart for it refuses by raising `NotImplementedError` naming the field, which
-the suite never asks for unless the target declared it. A target may be a packer and a binner
-at once: the suite runs the tiers of each method it finds. A balancer that splits items into a
+it has no counterpart for it refuses by raising `protocol.NotDeclared` naming the field, which
+the suite never asks for unless the target declared it (asked within what it declares, that is
+a usage error of the adapter; a plain `NotImplementedError` from the binner is a crash). A
+target may be a packer and a binner at once: the suite runs the tiers of each method it finds. A balancer that splits items into a
 given number of parts (data-parallel ranks) has `partition(weights, k, equal_size) -> parts`,
 the parts as lists of item indices (R-BIN-19).
 """

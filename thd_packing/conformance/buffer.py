@@ -219,6 +219,26 @@ def check_fp8_split(outputs: Sequence[Any], config: Mapping[str, Any]) -> None:
                          "R-CONSUMER-5")
 
 
+# The integer outputs besides cu_seqlens_padded (R-CONSUMER-1 reads its dtype).
+INTEGER_META = ("seqlens", "seqlens_padded", "cu_seqlens")
+
+
+def check_integer_dtypes(outputs: Sequence[Any]) -> None:
+    """R-CONSUMER-16: position ids and the metadata arrays, where given, in an integer dtype, as
+    the packer produced them (TE's offsets, PackedSeqParams, a model's RoPE index with them)."""
+    for rank, output in enumerate(outputs):
+        meta = meta_of(output, rank)
+        held = [(key, meta[key]) for key in INTEGER_META if key in meta]
+        pos = getattr(output, "pos", None)
+        if pos is not None:
+            held.append(("position ids", pos))
+        for key, value in held:
+            dtype = np.asarray(value).dtype
+            if dtype.kind not in "iu":
+                raise violation(f"rank {rank}: {key} have dtype {dtype}, not an integer type",
+                                "R-CONSUMER-16")
+
+
 # ----------------------------------------------------------------------------------------------
 # Real boundaries: R-CONSUMER-8, R-CONSUMER-9
 

@@ -15,6 +15,7 @@ from thd_packing import reference
 
 from . import requirements as req
 from .contract import row_bytes, show
+from .protocol import OutputRefused
 from .running import META_ARRAYS, META_INTS, RankResult, call_target, ref_config
 from .strategies import PackCase
 from .under_test import RuleViolation, target
@@ -216,7 +217,8 @@ def plan_stage(meta: dict[str, Any], plan: Any, config: dict[str, Any]
     want_p = np.asarray(plan.seqlens_padded, dtype=np.int64)
     a_s, a = req.sequence_base(config), cfg.sequence_align
     segment = config.get("tail", "last") == "segment"
-    base_rule = "R-ALIGN-1" if config.get("seq_align", "tp_cp") == "tp_cp" else "R-ALIGN-5"
+    base_rule = {"tp_cp": "R-ALIGN-1", "none": "R-ALIGN-6"}.get(
+        str(config.get("seq_align", "tp_cp")), "R-ALIGN-5")
     # Under tail='last' the last sequence also takes the surplus; under 'segment' every real
     # sequence keeps ceil_to(L_i, A).
     for i in range(b if segment else b - 1):
@@ -228,10 +230,9 @@ def plan_stage(meta: dict[str, Any], plan: Any, config: dict[str, Any]
             return f"{what}: a multiple of As = {a_s} but not of lcm(16, As)", {"R-ALIGN-2"}
         if p >= n and p % a_s != 0:
             return f"{what}: not a multiple of the sequence base As = {a_s}", {base_rule}
-        if p > n and base_rule == "R-ALIGN-5":
-            # aligned, but to more than seq_align='cp' asks (tp kept in the alignment)
-            return f"{what}: padded past ceil_to(L_{i}, A) with As = cp * f = {a_s}", \
-                {"R-ALIGN-5"}
+        if p > n and base_rule != "R-ALIGN-1":
+            # aligned, but to more than seq_align='cp' or 'none' asks (tp, or cp, kept)
+            return f"{what}: padded past ceil_to(L_{i}, A) with As = {a_s}", {base_rule}
         return what, {"R-ALIGN-3"}
     total = int(meta["total"]) if "total" in meta else int(cu[-1])
     if total != plan.total:
@@ -308,9 +309,13 @@ def snapshot(seqs: Any) -> list[bytes] | None:
 
 
 def outcome(fn: Any) -> BaseException | None:
+    """The exception `fn` raises, the result under test (None: it returned); a consumer's
+    refusal of an output the glue reports (OutputRefused) is a failure of its own rule."""
     try:
         fn()
-    except Exception as exc:  # the exception is the result under test
+    except OutputRefused:
+        raise
+    except Exception as exc:
         return exc
     return None
 

@@ -22,7 +22,7 @@ from hypothesis import reject, settings
 from hypothesis.errors import HypothesisException
 
 from thd_packing.conformance import bins_quality, outcomes, plugin, report
-from thd_packing.conformance.protocol import ALL_EMPTY, describe, zero_length_of
+from thd_packing.conformance.protocol import ALL_EMPTY, NotDeclared, describe, zero_length_of
 from thd_packing.conformance.rules import spec_version, suite_rules
 from thd_packing.conformance.targets import TargetLoadError, load_target
 from thd_packing.conformance.under_test import (
@@ -31,6 +31,7 @@ from thd_packing.conformance.under_test import (
     caps,
     decline,
     max_rows,
+    not_declared,
     outputs_declined,
     raising,
     require,
@@ -112,7 +113,9 @@ def _in_suite(item: pytest.Item) -> bool:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Every test names the rules it checks (or is a meta test): untraceable tests are errors.
     A packer's tiers are deselected for a target without `pack`, the bin tier for one without
-    `bin` or `partition`: their rules are not the target's (`suite_rules(roles)`)."""
+    `bin` or `partition`: their rules are not the target's (`suite_rules(roles)`). The loaded
+    profile is known here: the ci profile bounds shrinking (plugin.bound_shrinking)."""
+    plugin.bound_shrinking(_profile())
     missing = [item.nodeid for item in items if _in_suite(item)
                and not _item_rules(item) and item.get_closest_marker("meta") is None]
     if missing:
@@ -159,8 +162,23 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
         outcome = exc
         raise
     finally:
+        refused = _not_declared(outcome)
+        if refused is not None:  # the adapter refused what it declares: a usage error
+            not_declared(refused, item.name)
         if not isinstance(outcome, KeyboardInterrupt):  # Ctrl-C starts no search
             _shrink_side_failures(item)
+
+
+def _not_declared(exc: BaseException | None) -> NotDeclared | None:
+    """A NotDeclared the target raised on a call the test made directly (call_target stops the
+    run itself), found among the exceptions a test's failure groups or chains."""
+    seen: list[BaseException] = [exc] if exc is not None else []
+    for e in seen:  # grows while it is read
+        if isinstance(e, NotDeclared):
+            return e
+        seen.extend(x for x in (*(getattr(e, "exceptions", None) or ()), e.__cause__)
+                    if x is not None and x not in seen)
+    return None
 
 
 # How a test ends other than by passing: an error, a failed check, a skip.
@@ -245,9 +263,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         rep.user_properties.append(outcomes.to_property(entry))
     if side and rep.passed:  # the run fails on them too, not only the report
         rep.outcome = "failed"
-        rep.longrepr = "\n".join(f"{', '.join(s['rules'])} (not this test's rules) on "
+        rep.longrepr = "\n".join(f"{', '.join(s['rules'])}{_whose(s['rules'], rules)} on "
                                   f"{s['input']}: {s['message']}" for s in side)
     return rep
+
+
+def _whose(met: list[str], cited: list[str]) -> str:
+    return "" if set(met) <= set(cited) else " (not this test's rules)"
 
 
 def pytest_collectreport(report: pytest.CollectReport) -> None:
@@ -311,6 +333,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     tr.section(f"THD conformance matrix: target {subject.name}, spec {spec_version()}")
     for line in report.terminal_lines(doc, matrix):
         tr.write_line(line)
+    tr.write_line(f"verdict: {doc['verdict']}")
     tr.write_line(f"rules: {doc['summary']}; tests: {doc['test_summary']}")
     quality = doc.get("bin_quality") or {}
     if quality.get("calls"):

@@ -23,6 +23,7 @@ from .buffer import (
     Buffer,
     check_buffer,
     check_fp8_split,
+    check_integer_dtypes,
     check_max_seqlen,
     check_real_cu_seqlens,
     check_tp_split,
@@ -346,6 +347,7 @@ def check_pack(seqs: Sequence[np.ndarray], outputs: Sequence[Any], config: Mappi
     has_pos = all(getattr(output, "pos", None) is not None for output in outputs)
     segs = segment_batch(seqs, zero_length)  # R-CONSUMER-14
     buffer = check_buffer(outputs, config)
+    check_integer_dtypes(outputs)
     if not segs and seqs:  # no segment owed (B' = 0): the rows still have the batch's type
         batch = _Tokens(seqs, outputs)
         for rank, output in enumerate(outputs):

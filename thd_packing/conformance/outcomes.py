@@ -13,12 +13,16 @@ from typing import Any
 
 import pytest
 
+from .protocol import OutputRefused
 from .targets import HOMES
 from .under_test import TargetError
 
-# Test statuses: "declined" (a feature the target lacks), "target-error" (the target crashed or
-# broke the protocol) and "error" (the suite failed) are charged to no rule.
+# Test statuses: "declined" (a feature the target lacks) and "error" (the suite failed) are
+# charged to no rule. A crash of the target on a valid input (or a return the protocol does not
+# allow) fails CRASH_RULE, the entry marked `crashed`; "target-error" is the status of an entry
+# written before crashes were failures (the report still reads it).
 TEST_STATUSES = ("pass", "fail", "target-error", "error", "declined", "skip")
+CRASH_RULE = "R-CONSUMER-17"
 PROPERTY = "thd_conformance_entry"
 
 _DECLINED = re.compile(r"declined capability '([^']+)'")
@@ -55,6 +59,10 @@ def entry(nodeid: str, cited: list[str], report: Any, call: Any,
     faults = [(kind, leaf) for kind, _, leaf in verdicts if kind != "rule"]
     if faults:
         out["tracebacks"] = [_traceback(leaf) for _, leaf in faults]
+    if any(kind == "target-error" for kind, _ in faults):
+        violated.add(CRASH_RULE)  # the crash is a failure; what it kept from being judged blocked
+        out["crashed"] = True
+    out["failures"] = failures(call, cited, target_files)
     if violated:
         # Charged to the rules the failed checks disprove; the test's other rules were not
         # decided by this run: blocked by those.
@@ -62,8 +70,7 @@ def entry(nodeid: str, cited: list[str], report: Any, call: Any,
         out["blocked_rules"] = sorted(set(cited) - violated)
         out["blocked_by"] = sorted(violated)
     else:
-        kinds = {kind for kind, _ in faults}
-        out["status"] = "target-error" if "target-error" in kinds else "error"
+        out["status"] = "error"
         out["rules"] = []
         out["blocked_rules"] = sorted(cited)
         out["blocked_by"] = [out["status"]]
@@ -127,6 +134,8 @@ def classify(leaf: BaseException, target_files: tuple[str, ...]) -> tuple[str, s
     stack runs through the target's code, ("error", ...) for a crash of the suite itself."""
     if isinstance(leaf, TargetError):
         return "target-error", set()
+    if isinstance(leaf, OutputRefused):  # the adapter's glue refused the output as a consumer
+        return "rule", {leaf.rule}
     if isinstance(leaf, AssertionError | pytest.fail.Exception):  # a check (pytest.raises too)
         return "rule", set(getattr(leaf, "rules", None) or ())
     if _through_target(leaf, target_files):
@@ -151,6 +160,25 @@ def _through_target(exc: BaseException, target_files: tuple[str, ...]) -> bool:
 def _traceback(exc: BaseException, limit: int = 4000) -> str:
     text = "".join(traceback.format_exception(exc))
     return text if len(text) <= limit else "...\n" + text[-limit:]
+
+
+def failures(call: Any, cited: list[str], target_files: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Each distinct failure hypothesis reported (one per exception of its group): the rules it
+    disproves (a crash: CRASH_RULE), its smallest input and its message, so that a test meeting
+    failures of different rules reports each with its own input."""
+    out = []
+    for leaf in leaves(call):
+        kind, rules = classify(leaf, target_files)
+        if kind == "error":
+            continue
+        charged = sorted(rules or cited) if kind == "rule" else [CRASH_RULE]
+        examples = [example for note in getattr(leaf, "__notes__", None) or []
+                    for example in _FALSIFYING.findall(note)]
+        first = str(leaf).splitlines()[0] if str(leaf) else ""
+        out.append({"rules": charged, "counterexamples": examples,
+                    "message": f"{type(leaf).__name__}: {first}"[:2000],
+                    **({"crashed": True} if kind == "target-error" else {})})
+    return out
 
 
 def counterexamples(call: Any, text: str) -> list[str]:

@@ -26,6 +26,10 @@ _SLOW = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_to
 # runs of the target per failure.
 _PHASES = [phase for phase in Phase if phase is not Phase.explain]
 CI_EXAMPLES = 100
+# The ci profile's bound on one failing test's shrinking (hypothesis' own is 300 s a test): a
+# failing peer's full run stays within minutes on a busy host, and a shrink cut short still
+# reports the smallest input it reached.
+CI_SHRINK_SECONDS = 20
 settings.register_profile("dev", max_examples=8, deadline=None, suppress_health_check=_SLOW,
                           phases=_PHASES)
 settings.register_profile(
@@ -61,3 +65,14 @@ def one_thread() -> None:
     torch = sys.modules.get("torch")
     if torch is not None and os.environ["OMP_NUM_THREADS"] == "1":
         torch.set_num_threads(1)
+
+
+def bound_shrinking(profile: str) -> None:
+    """Under the ci profile, stop shrinking a failing test after CI_SHRINK_SECONDS (hypothesis
+    reads the bound from its engine module; no setting holds it); other profiles keep
+    hypothesis' own."""
+    from hypothesis.internal.conjecture import engine
+
+    default = getattr(engine, "_THD_DEFAULT_SHRINK_SECONDS", engine.MAX_SHRINKING_SECONDS)
+    engine._THD_DEFAULT_SHRINK_SECONDS = default  # type: ignore[attr-defined]
+    engine.MAX_SHRINKING_SECONDS = CI_SHRINK_SECONDS if profile == "ci" else default

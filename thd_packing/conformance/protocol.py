@@ -10,7 +10,8 @@ unchanged; never convert or check it in the adapter.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +48,48 @@ class Declared:
     validated_elsewhere: frozenset[str] = frozenset()  # validation left to callers (VALIDATION)
     max_rows: int | None = None  # tests that would build more rows are declined
     cost: float = 1.0  # > 1 scales the example count down for a slow packer
+
+
+class NotDeclared(NotImplementedError):
+    """Raised by an adapter asked for what it does not declare (a feature, a convention value,
+    a base feature it lacks): the suite never asks for one, so reaching it on a case whose every
+    feature is declared is a usage error of the adapter, naming the feature. A plain
+    `NotImplementedError` from the packer itself is a crash (R-CONSUMER-17)."""
+
+
+class OutputRefused(Exception):
+    """Glue that plays the packer's consumer (an embedding lookup of token ids, a loss reading
+    label ids) refuses the packer's output as produced: a failure of `rule` (e.g.
+    R-CONSUMER-16, floating token ids). Raised by `refuse_output` where the suite does not
+    collect refusals."""
+
+    def __init__(self, message: str, rule: str) -> None:
+        super().__init__(message)
+        self.rule = rule
+
+
+_SINKS: list[Callable[[str, str], None]] = []
+
+
+def refuse_output(message: str, rule: str) -> None:
+    """Glue playing a consumer: that consumer refuses this output (a failure of `rule`). Where
+    the suite collects refusals (`collecting_refusals`) it is recorded and the glue goes on, so
+    the pack's other rules are still judged; elsewhere it raises OutputRefused."""
+    if _SINKS:
+        _SINKS[-1](message, rule)
+        return
+    raise OutputRefused(message, rule)
+
+
+@contextlib.contextmanager
+def collecting_refusals() -> Iterator[list[tuple[str, str]]]:
+    """Within: `refuse_output` records (message, rule) in the yielded list."""
+    found: list[tuple[str, str]] = []
+    _SINKS.append(lambda message, rule: found.append((message, rule)))
+    try:
+        yield found
+    finally:
+        _SINKS.pop()
 
 
 FEATURES: dict[str, str] = {
@@ -90,6 +133,8 @@ VALIDATION: dict[str, str] = {
     "batch": "the batch container, element types, dtypes and trailing shapes (R-ERR-1/7/9)",
     "unpack": "the shard list given to unpack (R-ERR-11)",
     "need_roll_type": "need_roll is a real bool (R-ERR-1)",
+    "pad_value": "pad_value's type, and its value representable in the batch's dtype (R-ERR-1, "
+    "R-ERR-10)",
 }
 # Optional methods, found by presence (a callable attribute; one set to None is absent), each
 # under the capability name the tests use: without it, its tests are declined. Signatures (S: a
@@ -139,6 +184,11 @@ CONVENTION_VALUES: dict[str, dict[Any, str | None]] = {
 # suite draws only that one).
 FIXED_FIELDS = ("tail", "seq_align", "labels")
 FIXED_BUCKET = "bucket"
+# A fixed field may depend on the layout: a dict of both layouts to a value, e.g. slime's
+# {"seq_align": {"zigzag": "cp", "contiguous": "none"}} (zigzag pads each sequence to 2cp, the
+# all-gather contiguous path aligns only the total). In the internal view each pair is a
+# capability "<field>@<layout>=<value>" (`layout_conventions`).
+LAYOUTS = ("zigzag", "contiguous")
 ZERO_LENGTH = ("keep", "omit")
 # In the internal view of a target that omits zero-length sequences (R-META-8): a batch of
 # only empty ones has no sequence left to keep, a degenerate batch that only the contract tier's
@@ -182,11 +232,44 @@ def problems(target: Any) -> list[str]:
             if type(value) is not int or value < 1:
                 out.append(f"convention bucket={value!r}: a fixed bucket is an int >= 1")
             continue
+        if key in FIXED_FIELDS and isinstance(value, dict):
+            out += _layout_problems(key, value)
+            continue
+        if key in FIXED_FIELDS and value in CONVENTION_VALUES[key]:
+            dropped = sorted(set(decl.features) & {cap for v, cap in CONVENTION_VALUES[key].items()
+                                                   if cap is not None and v != value})
+            if dropped:
+                out.append(f"features {dropped} contradict convention {key}={value!r}: the "
+                           f"packer always packs {key}={value!r}, so it cannot do them")
         if key not in FIXED_FIELDS or value not in CONVENTION_VALUES[key]:
             allowed = "; ".join(f"{name} {list(CONVENTION_VALUES[name])}"
                                 for name in FIXED_FIELDS)
             out.append(f"convention {key}={value!r}: a fixed convention names {allowed}; "
                        f"zero_length {list(ZERO_LENGTH)}; bucket an int >= 1")
+    return out
+
+
+def _layout_problems(key: str, value: dict[Any, Any]) -> list[str]:
+    """Why a per-layout convention is not one: both layouts, each to a value of the field;
+    seq_align='none' and tail='tokens' are not a zigzag convention (R-ERR-14)."""
+    allowed = list(CONVENTION_VALUES[key])
+    if set(value) != set(LAYOUTS) or any(v not in CONVENTION_VALUES[key] for v in value.values()):
+        return [f"convention {key}={value!r}: per layout, a dict of both layouts "
+                f"{list(LAYOUTS)}, each to one of {allowed}"]
+    if value["zigzag"] in ("none", "tokens"):
+        return [f"convention {key}={value!r}: {key}={value['zigzag']!r} is not valid under "
+                "the zigzag layout (R-ERR-14)"]
+    return []
+
+
+def layout_conventions(caps: frozenset[str]) -> dict[str, dict[str, str]]:
+    """The fields a target fixes per layout, {field: {layout: value}} (from its capabilities)."""
+    out: dict[str, dict[str, str]] = {}
+    for cap in caps:
+        key, at, rest = cap.partition("@")
+        if at and key in FIXED_FIELDS:
+            layout, _, value = rest.partition("=")
+            out.setdefault(key, {})[layout] = value
     return out
 
 
@@ -218,9 +301,12 @@ def capabilities(target: Any) -> frozenset[str]:
             continue
         if key not in CONVENTION_VALUES:
             continue
+        chosen = set(value.values()) if isinstance(value, dict) else {value}
+        if isinstance(value, dict):
+            caps |= {f"{key}@{layout}={v}" for layout, v in value.items()}
         for other, cap in CONVENTION_VALUES[key].items():
             if cap is not None:
-                (caps.add if other == value else caps.discard)(cap)
+                (caps.add if other in chosen else caps.discard)(cap)
     return frozenset(caps)
 
 
@@ -241,6 +327,9 @@ def describe(cap: str) -> str:
                 "is judged by the contract tier's named degenerate cases")
     if cap in METHODS:
         return f"the target has no {METHODS[cap]}()"
+    if "@" in cap:
+        setting, _, layout = cap.partition("@")
+        return f"{setting} under the {layout} layout: the target's convention there differs"
     if cap.endswith("_checks") and cap[:-len("_checks")] in VALIDATION:
         return f"validated elsewhere: {VALIDATION[cap[:-len('_checks')]]}"
     return FEATURES.get(cap) or BASE_FEATURES.get(cap) or cap

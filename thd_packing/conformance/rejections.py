@@ -213,7 +213,8 @@ for _dtype, _codes in PAD_OUTCOMES.items():
     _by_class("R-ERR-10", [
         Row(f"pad_value={v!r}-{_dtype}", "pack",
             _pack(seqs=two_sequences(_dtype), pad_value=v), _CODES[code],
-            ("pad_value",) if code != "A" else (), needs=("pad_value",),
+            ("pad_value",) if code != "A" else (),
+            needs=("pad_value", "pad_value_checks") if code != "A" else ("pad_value",),
             cites=("R-IN-4", "R-IN-5"))
         for v, code in zip(_pad_values(_dtype), _codes, strict=True)])
 

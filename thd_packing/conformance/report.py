@@ -74,16 +74,36 @@ def payload(entries: list[dict[str, Any]], matrix: dict[str, dict[str, Any]],
     ordered = sorted(entries, key=lambda e: e["test"])
     summary = {s: sum(1 for r in matrix.values() if r["status"] == s) for s in RULE_STATUSES}
     tests = {s: sum(1 for e in ordered if e["status"] == s) for s in TEST_STATUSES}
+    tests["crashed"] = sum(1 for e in ordered if e.get("crashed"))
     errors = [{k: e.get(k) for k in ("test", "status", "message", "counterexamples",
                                      "tracebacks", "blocked_rules")}
               for e in ordered if e["status"] in ("target-error", "error") or e.get("tracebacks")]
     return {**header, "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "summary": summary, "test_summary": tests,
+            "verdict": verdict(summary, tests, matrix), "summary": summary,
+            "test_summary": tests,
             "findings": findings(ordered, "fail"), "crashes": findings(ordered, "target-error"),
             "declined": declined_reasons(ordered),
             "rules": {rule: {k: v for k, v in row.items() if k != "text"} | {"text": row["text"]}
                       for rule, row in matrix.items()},
             "target_errors": errors, "tests": ordered}
+
+
+def verdict(summary: dict[str, int], tests: dict[str, int],
+            matrix: dict[str, dict[str, Any]]) -> str:
+    """One line: "clean" only where no rule failed, no test crashed or erred and no rule was
+    left blocked; otherwise what failed. Either way, what was not judged (blocked, declined,
+    untested rules)."""
+    dirty = [f"{summary['fail']} rules failed" if summary["fail"] else "",
+             f"{tests['crashed']} tests crashed" if tests.get("crashed") else "",
+             f"{tests['error']} suite errors" if tests.get("error") else ""]
+    unjudged = [f"{summary[s]} {s}" for s in ("blocked", "declined", "untested") if summary[s]]
+    declined = sorted({cap for row in matrix.values() if row["status"] == "declined"
+                       for cap in row["declined"]})
+    head = ", ".join(d for d in dirty if d) or ("clean" if not summary["blocked"] else
+                                                "not clean")
+    tail = "every rule judged" if not unjudged else "not judged: " + ", ".join(unjudged)
+    return f"{head}; {summary['pass']} rules pass; {tail}" + (
+        f" (declined: {', '.join(declined)})" if declined else "")
 
 
 _CALL = re.compile(r"^[^:]*: \w+\((.*)\)\s*$", re.DOTALL)
@@ -120,9 +140,8 @@ def findings(entries: list[dict[str, Any]], status: str) -> list[dict[str, Any]]
     for e in entries:
         if status == "fail":
             met += [(side, e["test"]) for side in e.get("side_failures", [])]
-        if e["status"] == status and (e["rules"] or status != "fail"):
-            add(failing_input(e), e["rules"] if status == "fail" else
-                e.get("blocked_rules", []), e.get("message") or "", e["test"])
+        for key, rules, message in _parts(e, status):
+            add(key, rules, message, e["test"])
     for side, test in sorted(met, key=lambda m: len(m[0]["input"])):
         shown = sorted((key for key, item in out.items()
                         if set(side["rules"]) <= set(item["rules"])),
@@ -132,6 +151,25 @@ def findings(entries: list[dict[str, Any]], status: str) -> list[dict[str, Any]]
         item["message"] = item["message"][0] if item["message"] else ""
     return sorted(out.values(), key=lambda f: (_model_tier_only(f["rules"]), len(f["input"]),
                                                f["input"]))
+
+
+def _parts(e: dict[str, Any], status: str) -> list[tuple[str, list[str], str]]:
+    """(input, rules, message) of each failure of entry `e` the list of `status` shows: "fail",
+    every distinct failure of a failed test with its own input and rules (a crash fails
+    CRASH_RULE); "target-error", each crash with the rules it blocks."""
+    crashes = status != "fail"
+    if crashes and not (e.get("crashed") or e["status"] == "target-error"):
+        return []
+    if not crashes and (e["status"] != "fail" or not e["rules"]):
+        return []
+    rules = e.get("blocked_rules", []) if crashes else e["rules"]
+    parts = [part for part in e.get("failures") or [] if part.get("crashed") or not crashes]
+    if not parts or not all(part["counterexamples"] for part in parts):
+        return [(failing_input(e), rules, e.get("message") or "")]
+    if len(parts) == 1 and not crashes:
+        parts = [{**parts[0], "rules": rules}]  # every rule the entry charges
+    return [(failing_input({"test": e["test"], "counterexamples": part["counterexamples"]}),
+             rules if crashes else part["rules"], part["message"]) for part in parts]
 
 
 def _model_tier_only(rules: list[str]) -> bool:
@@ -238,6 +276,8 @@ def _quality_md(doc: dict[str, Any]) -> list[str]:
 def markdown(doc: dict[str, Any], matrix: dict[str, dict[str, Any]]) -> str:
     lines = [
         f"# THD conformance: target `{doc['name']}` (`{doc['target']}`)",
+        "",
+        f"**Verdict: {doc['verdict']}.**",
         "",
         f"{doc['description']}; spec {doc['spec_version']}; hypothesis profile "
         f"`{doc['hypothesis_profile']}`; {doc['finished']}.",

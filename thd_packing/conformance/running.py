@@ -15,9 +15,18 @@ from thd_packing import reference
 from thd_packing.reference.pack import lay_out
 
 from .contract import segment_batch
-from .protocol import Packed, zero_length_of
+from .protocol import NotDeclared, OutputRefused, Packed, collecting_refusals, zero_length_of
 from .strategies import PackCase
-from .under_test import POSITIONS, RuleViolation, TargetError, as_tuple, note_given, target
+from .under_test import (
+    POSITIONS,
+    RuleViolation,
+    TargetError,
+    as_tuple,
+    not_declared,
+    note_given,
+    note_violation,
+    target,
+)
 
 # The meta fields the protocol defines: arrays, and row counts.
 META_ARRAYS = ("seqlens", "seqlens_padded", "cu_seqlens", "cu_seqlens_padded")
@@ -89,15 +98,21 @@ def valid_input_rules(case: PackCase | None = None) -> set[str]:
 
 def call_target(what: str, fn: Any, *args: Any, rules: set[str] | None = None,
                 **kwargs: Any) -> Any:
-    """Call the target on a valid input: a rejection (TypeError, ValueError,
-    NotImplementedError) is a RuleViolation of `rules` (default R-IN-1, R-IN-3), any other
-    exception a TargetError (conformance/README.md, "Reading the report"); both chain the
-    original, so its traceback stays in the report."""
+    """Call the target on a valid input: a rejection (TypeError, ValueError) is a
+    RuleViolation of `rules` (default R-IN-1, R-IN-3); glue that refuses the output as its
+    consumer would (`OutputRefused`) a RuleViolation of its rule; `NotDeclared` a usage error
+    of the adapter (`under_test.not_declared`); any other exception, a plain
+    NotImplementedError included, a TargetError, a crash (R-CONSUMER-17; conformance/README.md,
+    "Reading the report"). Each chains the original, so its traceback stays in the report."""
     try:
         return fn(*args, **kwargs)
     except TargetError:
         raise
-    except (TypeError, ValueError, NotImplementedError) as exc:
+    except NotDeclared as exc:
+        not_declared(exc, what, args, kwargs)
+    except OutputRefused as exc:
+        raise RuleViolation(f"{what}: {exc}", {exc.rule}) from exc
+    except (TypeError, ValueError) as exc:
         raise RuleViolation(f"{what}: the target rejected a valid input with "
                             f"{type(exc).__name__}: {exc}", rules or valid_input_rules()) from exc
     except Exception as exc:
@@ -151,8 +166,12 @@ def run_target_packed(case: PackCase, seqs: list[np.ndarray]) -> list[Packed]:
     rules = valid_input_rules(case)
     for rank in range(case.cp_size):
         what = f"pack(rank {rank})"
-        result = call_target(what, target().adapter.pack, seqs, dict(case.config), rank,
-                             need_roll=case.need_roll, pad_value=case.pad_value, rules=rules)
+        with collecting_refusals() as refused:
+            result = call_target(what, target().adapter.pack, seqs, dict(case.config), rank,
+                                 need_roll=case.need_roll, pad_value=case.pad_value,
+                                 rules=rules)
+        for message, rule in dict.fromkeys(refused):  # charged, and the pack judged on
+            note_violation(RuleViolation(f"{what}: {message}", {rule}), case)
         rows, pos, meta = readable_output(as_tuple(result, what), what)
         out.append(Packed(rows, pos, meta, result.labels, result.loss_mask))
     return out

@@ -16,12 +16,14 @@ from hypothesis import strategies as st
 from thd_packing.spec.vectors.generate import canonical_batch
 
 from . import requirements as req
+from .declines import CONFIG_FEATURES as CONFIG_FEATURES
+from .declines import declined as declined
+from .declines import fit_layout, supported
+from .declines import unknown_fields as unknown_fields
 from .protocol import (
-    ALL_EMPTY,
     CONVENTION_DEFAULTS,
     CONVENTION_VALUES,
     FP8_RECIPES,
-    OMITS_ZERO_LENGTH,
     fixed_bucket,
 )
 
@@ -103,15 +105,9 @@ buckets = st.one_of(
 min_local_rows_values = st.one_of(st.none(), st.integers(1, 40), st.integers(1, 600))
 
 
-# Features a config may draw, each behind the capability of the same name.
-CONFIG_FEATURES = ("bucket", "min_local_rows")
 # max_num_seqs as `configs` draws it: valid with any batch drawn (64 sequences and the padding
 # segment); `fit_static` brings it down to the batch.
 SAFE_MAX_NUM_SEQS = 66
-
-
-def _supported(field_values: dict[Any, str | None], has: Any) -> list[Any]:
-    return [value for value, cap in field_values.items() if cap is None or has(cap)]
 
 
 def fp8_values(caps: frozenset[str] | None, *, with_false: bool = True) -> list[Any]:
@@ -145,7 +141,7 @@ def conventions(draw: st.DrawFn, *, caps: frozenset[str] | None = None,
     has = (lambda cap: True) if caps is None else caps.__contains__
     out: dict[str, Any] = {}
     for key, given in (("tail", tail), ("seq_align", seq_align), ("labels", labels)):
-        values = _supported(CONVENTION_VALUES[key], has)
+        values = supported(CONVENTION_VALUES[key], has)
         if values == [CONVENTION_DEFAULTS[key]] or not values:
             continue
         value = draw(given) if given is not None else draw(st.sampled_from(values))
@@ -201,7 +197,11 @@ def configs(
     }
     out.update(draw(conventions(caps=caps, tail=tail, seq_align=seq_align, static=static,
                                 labels=labels)))
+    if caps is not None:
+        fit_layout(out, caps, contiguous_cp)
     _fit_1_2(out, static, contiguous_cp)
+    if caps is not None:  # the layout _fit_1_2 left gets its own convention
+        fit_layout(out, caps, contiguous_cp, keep_layout=True)
     if out.get("labels") == "ignore":  # every dtype holds 0; pack_cases draws per dtype
         out["ignore_index"] = 0
     # A bucket coprime to the FP8 total alignment can make the modulus millions of rows, too
@@ -262,79 +262,6 @@ def fit_static(config: dict[str, Any], b: int, slack: int = 0) -> dict[str, Any]
         return config
     reserve = 1 if config.get("tail", "last") == "segment" else 0
     return {**config, "max_num_seqs": b + reserve + slack}
-
-
-def declined(caps: frozenset[str], config: dict[str, Any] | None = None,
-             lengths: Any = None, trail: tuple[int, ...] = ()) -> list[str]:
-    """The capabilities a case uses that `caps` lacks (a pinned @example, written once for every
-    target, is declined by a target without one of its features); invalid values are left to
-    the rejection tests."""
-    config = config or {}
-    out = []
-    fp8 = config.get("fp8", False)
-    if isinstance(fp8, str):
-        if fp8 in FP8_RECIPES and "fp8_recipes" not in caps:
-            out.append("fp8_recipes")
-    elif fp8 not in (None, False) and "fp8" not in caps:
-        out.append("fp8")
-    for key, values in CONVENTION_VALUES.items():
-        value = config.get(key, CONVENTION_DEFAULTS[key])
-        if not isinstance(value, str) or not _supported(values, caps.__contains__):
-            continue  # no value of the field at all: a capability set written before 1.1
-        cap = values.get(value)
-        if cap is not None and cap not in caps:
-            out.append(cap)
-    mns = config.get("max_num_seqs")
-    if mns is not None and "static_metadata" not in caps and "static_metadata" not in out:
-        out.append("static_metadata")
-    if config.get("fixed_total") is not None and "fixed_total" not in caps:
-        out.append("fixed_total")
-    fixed = fixed_bucket(caps)  # a target that always pads to one bucket: no other one
-    if fixed is not None and config.get("bucket") != fixed:
-        out.append(f"bucket={fixed}")
-    for feature in CONFIG_FEATURES:
-        if config.get(feature) not in (None, False) and feature not in caps:
-            out.append(feature)
-    if (config.get("cp_layout") == "contiguous" and int(config.get("cp_size", 1)) > 1
-            and "contiguous" not in caps):
-        out.append("contiguous")
-    if int(config.get("tp_size", 1)) > 1 and "tensor_parallel" not in caps:
-        out.append("tensor_parallel")
-    if (config.get("cp_layout", "zigzag") == "zigzag" and int(config.get("cp_size", 1)) > 1
-            and "zigzag" not in caps):
-        out.append("zigzag")
-    if lengths is not None and "zero_length" not in caps and any(int(n) == 0 for n in lengths):
-        out.append("zero_length")
-    if lengths is not None and OMITS_ZERO_LENGTH in caps and len(lengths) and \
-            not any(int(n) for n in lengths):
-        out.append(ALL_EMPTY)
-    if trail and "trailing_dims" not in caps:
-        out.append("trailing_dims")
-    return out
-
-
-def unknown_fields(caps: frozenset[str], config: dict[str, Any]) -> list[str]:
-    """For a config invalid on purpose: the capabilities of the convention fields it sets that
-    the target does not implement at all (it cannot be asked to reject their values)."""
-    out = []
-    for key, values in CONVENTION_VALUES.items():
-        if key in config and config[key] not in values:
-            caps_of = [cap for cap in values.values() if cap is not None]
-            implements = any(cap in caps for v, cap in values.items()
-                             if cap is not None and v != CONVENTION_DEFAULTS[key])
-            if not implements:
-                out.append(caps_of[-1])
-    fp8 = config.get("fp8", False)
-    if isinstance(fp8, str) and fp8 not in FP8_RECIPES and "fp8_recipes" not in caps:
-        out.append("fp8_recipes")
-    if "max_num_seqs" in config and config["max_num_seqs"] is not None \
-            and "static_metadata" not in caps:
-        out.append("static_metadata")
-    if config.get("fixed_total") is not None and "fixed_total" not in caps:
-        out.append("fixed_total")
-    if "ignore_index" in config and "labels_ignore" not in caps:
-        out.append("labels_ignore")
-    return sorted(set(out))
 
 
 def rows_bound(seqlens: Any, config: dict[str, Any]) -> int:

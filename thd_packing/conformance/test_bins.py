@@ -19,6 +19,7 @@ from . import bins_quality
 from .bins_contract import check_bins, read_bins
 from .bins_protocol import Binned
 from .bins_strategies import bin_cases, declared_of, partition_cases
+from .protocol import NotDeclared
 from .under_test import RuleViolation, TargetError, decline, prop_settings, target
 
 ALGORITHM_RULE = dict(zip(rb.ALGORITHMS, ["R-BIN-10", "R-BIN-11", "R-BIN-12", "R-BIN-13",
@@ -55,7 +56,7 @@ def _valid_call(lengths: list[int], config: dict[str, Any]) -> Binned:
     """`_call` on an input the rules accept: a refusal or a crash is a failure (R-BIN-18)."""
     try:
         return _call(lengths, config)
-    except TargetError:
+    except (TargetError, NotDeclared):
         raise
     except Exception as error:
         raise RuleViolation(f"raised {type(error).__name__} on a valid input: {error}",
@@ -90,6 +91,8 @@ def test_bin_contract(case: tuple[list[int], dict[str, Any]]) -> None:
     expected = _reference(lengths, config)
     try:
         out = _call(lengths, config)
+    except NotDeclared:  # asked within what it declares: a usage error of the adapter
+        raise
     except (TypeError, ValueError) as error:
         if expected is None:
             return  # R-BIN-6, R-BIN-17: refused, as the rules say

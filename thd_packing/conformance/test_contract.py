@@ -289,6 +289,14 @@ def _check_positions_not_negative(case: PackCase) -> None:
             raise RuleViolation(f"rank {rank} row {k}: position id {int(pos[k])}", {"R-POS-4"})
 
 
+def _check_integer_dtypes(case: PackCase) -> None:
+    """Position ids and the metadata arrays in integer dtypes as the target produced them (and
+    a token-id packer's ids and labels, refused by its glue otherwise); a pack of a valid
+    input returns its outputs."""
+    _, got = _run(case)
+    buffer.check_integer_dtypes(got)
+
+
 def _check_unpack(case: PackCase) -> None:
     """The target's unpack of its own pack, with its own metadata, returns the batch."""
     _, got = _run(case)
@@ -326,6 +334,8 @@ _contract("test_contract_position_boundaries", _check_position_boundaries, rules
           examples=(TWO_CP1, RING, TRAILING_EMPTY))
 _contract("test_position_ids_never_negative", _check_positions_not_negative,
           rules=("R-POS-4",), need_roll=None)
+_contract("test_contract_integer_dtypes", _check_integer_dtypes,
+          rules=("R-CONSUMER-16", "R-CONSUMER-17"), need_roll=None, weight=0.25)
 _contract("test_contract_unpack", _check_unpack, rules=("R-CONSUMER-13",), declares=("unpack",),
           examples=(TRAILING_EMPTY, ALL_EMPTY))
 
@@ -336,7 +346,7 @@ DEGENERATE = {**ALL_EMPTY_BATCHES, "one-row": (1,), "one-row-among-empty": (0, 1
 # -9, which need a field the target may not give (their own tests say when it does not; a
 # violation here is still charged). A rule of a feature the target lacks (R-CONSUMER-5 without
 # FP8) is declined by the report (rules.UNDER_FEATURE), not passed.
-_ALL_RULES = (*(f"R-CONSUMER-{k}" for k in range(1, 16) if k not in (8, 9)), "R-PID-2")
+_ALL_RULES = (*(f"R-CONSUMER-{k}" for k in range(1, 18) if k not in (8, 9)), "R-PID-2")
 
 
 def _refused_as_empty(lengths: tuple[int, ...], error: BaseException | None) -> bool:

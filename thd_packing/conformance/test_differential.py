@@ -351,6 +351,18 @@ def test_plan_seq_align_cp_matches_reference(case: PackCase) -> None:
     _check_meta(case)
 
 
+@needs("seq_align_none")
+@pytest.mark.rules("R-ALIGN-6", "R-TOTAL-2", "R-TOTAL-4", "R-META-1", "R-META-3")
+@prop_settings(0.5)
+@example(PackCase(config={"tp_size": 2, "cp_size": 2, "cp_layout": "contiguous",
+                          "seq_align": "none"}, batch=Batch((3, 1, 0))))
+@given(_meta_case(configs(caps=CAPS, seq_align=st.just("none"))))
+def test_plan_seq_align_none_matches_reference(case: PackCase) -> None:
+    """seq_align='none': no sequence aligned (16 rows under fp8=True), tp * cp, the bucket and
+    FP8 on the total alone; contiguous layout or cp = 1."""
+    _check_meta(case)
+
+
 @needs("fp8_recipes")
 @pytest.mark.rules("R-FP8-1", "R-TOTAL-1", "R-ALIGN-2", "R-TOTAL-2", "R-TOTAL-4")
 @prop_settings()

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 from hypothesis import assume, settings
 
+from .declines import declined, unknown_fields
 from .protocol import (
     CAPABILITIES,
     CONVENTION_DEFAULTS,
@@ -21,15 +22,24 @@ from .protocol import (
     declared_of,
     describe,
     fixed_bucket,
+    layout_conventions,
 )
-from .strategies import PackCase, declined, unknown_fields
+from .strategies import PackCase
 
 
 class RuleViolation(AssertionError):
     """A failed check that knows which rules it disproves: the report charges the failure to
-    these rules, not to every rule the test cites (a wrong total is not a wrong row)."""
+    these rules, not to every rule the test cites (a wrong total is not a wrong row).
 
-    def __init__(self, message: str, rules: set[str]) -> None:
+    Each set of rules raises its own subclass (`kind_of`): hypothesis tells failures apart by
+    exception type and origin, so a test that meets failures of different rules reports and
+    shrinks each on its own, and none hides behind another."""
+
+    def __new__(cls, message: str, rules: set[str] | frozenset[str]) -> RuleViolation:
+        kind = kind_of(tuple(sorted(rules))) if cls is RuleViolation else cls
+        return super().__new__(kind, message, rules)
+
+    def __init__(self, message: str, rules: set[str] | frozenset[str]) -> None:
         super().__init__(f"{message} [{', '.join(sorted(rules))}]")
         self.rules = frozenset(rules)
 
@@ -37,6 +47,20 @@ class RuleViolation(AssertionError):
     def key(self) -> tuple[str, ...]:
         """The rules, sorted: what tells one failure met on a test's way from another."""
         return tuple(sorted(self.rules))
+
+
+_KINDS: dict[tuple[str, ...], type[RuleViolation]] = {}
+
+
+def kind_of(rules: tuple[str, ...]) -> type[RuleViolation]:
+    """The RuleViolation subclass of one sorted set of rules, made once (named RuleViolation,
+    so messages read the same)."""
+    kind = _KINDS.get(rules)
+    if kind is None:
+        kind = type("RuleViolation", (RuleViolation,), {
+            "__qualname__": f"RuleViolation[{', '.join(rules)}]", "__module__": __name__})
+        _KINDS[rules] = kind
+    return kind
 
 
 class TargetError(Exception):
@@ -127,6 +151,30 @@ class Subject:
         def packing(*args: Any, **kwargs: Any) -> tuple[Any, Any, Any]:
             return as_tuple(attr(*args, **kwargs), f"{name}()")
         return packing
+
+
+def not_declared(exc: BaseException, what: str, args: tuple[Any, ...] = (),
+                 kwargs: dict[str, Any] | None = None) -> NoReturn:
+    """The adapter raised `NotDeclared` on a call the suite makes only with what it declares:
+    stop the run with a usage error naming the declared features the call used (one of them
+    the adapter cannot do: take it out of `declared`, or pack it)."""
+    kwargs = kwargs or {}
+    config = next((a for a in args if isinstance(a, dict)), {})
+    seqs = next((a for a in args if isinstance(a, list)), None)
+    lengths = None if seqs is None else [getattr(s, "shape", (1,))[0] for s in seqs]
+    have = caps()
+    asked = [cap for cap in sorted(have) if cap in declined(have - {cap}, config, lengths)]
+    if kwargs.get("need_roll") is True:
+        asked.append("need_roll")
+    if not (type(kwargs.get("pad_value", 0)) is int and kwargs.get("pad_value", 0) == 0):
+        asked.append("pad_value")
+    features = (f"; the declared features it used: {', '.join(asked)}" if asked
+                else "; it uses no optional feature" if args else "")
+    call = f" on a call with {config}" if config else ""
+    pytest.exit(f"usage error: target {target().name!r} raised NotDeclared in {what} ({exc})"
+                f"{call}{features}. Either the adapter cannot do what it declares (take that "
+                "out of its `declared`), or it must pack the call",
+                returncode=pytest.ExitCode.USAGE_ERROR)
 
 
 def caps() -> frozenset[str]:
@@ -230,6 +278,8 @@ def with_convention(config: dict[str, Any]) -> dict[str, Any]:
     have = caps()
     if fixed_bucket(have) is not None and out.get("bucket") is None:
         out["bucket"] = fixed_bucket(have)
+    for key, by_layout in layout_conventions(have).items():
+        out.setdefault(key, by_layout.get(str(out.get("cp_layout", "zigzag"))))
     for key, values in CONVENTION_VALUES.items():
         if key in out or values[CONVENTION_DEFAULTS[key]] in (None, *have):
             continue

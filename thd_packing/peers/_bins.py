@@ -1,7 +1,7 @@
 """Shared glue of the binner adapters (`*_bins.py`): reading the suite's `BinConfig` keywords.
 
 Each adapter states what its peer has a counterpart for; `read_config` returns the fields with
-the spec's defaults filled in and raises `NotImplementedError` naming the first field the peer
+the spec's defaults filled in and raises `NotDeclared` naming the first field the peer
 cannot honour (R-BIN-2's fields; the suite asks for a refused field only where the target
 declared it). `algorithm` is honoured when it is the algorithm the target claims; a target that
 claims none runs its own and refuses any explicit value. `order` is honoured when it is the
@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from thd_packing.conformance.protocol import NotDeclared
 
 FIELDS = ("capacity", "algorithm", "cost", "pack", "overflow", "order", "min_bins",
           "bins_multiple_of")
@@ -24,7 +26,7 @@ def read_config(config: Mapping[str, Any], *, target: str, algorithm: str | None
     fields ("min_bins", "bins_multiple_of") it has a counterpart for."""
     for key in config:
         if key not in FIELDS:
-            raise NotImplementedError(f"{target}: no counterpart for config field {key!r}")
+            raise NotDeclared(f"{target}: no counterpart for config field {key!r}")
     out: dict[str, Any] = {
         "capacity": config["capacity"],
         "algorithm": config.get("algorithm"),
@@ -36,20 +38,20 @@ def read_config(config: Mapping[str, Any], *, target: str, algorithm: str | None
         "bins_multiple_of": config.get("bins_multiple_of", 1),
     }
     if out["algorithm"] is not None and out["algorithm"] != algorithm:
-        raise NotImplementedError(f"{target}: algorithm={out['algorithm']!r}: it runs "
+        raise NotDeclared(f"{target}: algorithm={out['algorithm']!r}: it runs "
                                   f"{algorithm or 'its own algorithm'} only")
     if out["cost"] != "tokens" or out["pack"] is not None:
-        raise NotImplementedError(f"{target}: cost={out['cost']!r} / pack: it counts real "
+        raise NotDeclared(f"{target}: cost={out['cost']!r} / pack: it counts real "
                                   "tokens only (no PackConfig, no rows)")
     if out["overflow"] not in overflow:
-        raise NotImplementedError(f"{target}: overflow={out['overflow']!r}: it has "
+        raise NotDeclared(f"{target}: overflow={out['overflow']!r}: it has "
                                   f"{sorted(overflow)} only")
     if out["order"] != (order or "placement"):
-        raise NotImplementedError(f"{target}: order={out['order']!r}: its bins list their "
+        raise NotDeclared(f"{target}: order={out['order']!r}: its bins list their "
                                   f"pieces in {order or 'its own'} order")
     for name in ("min_bins", "bins_multiple_of"):
         if out[name] != 1 and name not in counts:
-            raise NotImplementedError(f"{target}: no counterpart for {name}={out[name]}")
+            raise NotDeclared(f"{target}: no counterpart for {name}={out[name]}")
     return out
 
 

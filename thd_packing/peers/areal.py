@@ -20,7 +20,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from thd_packing.conformance.protocol import Config, Declared, Meta, Packed
+from thd_packing.conformance.protocol import Config, Declared, Meta, NotDeclared, Packed
 
 from . import _wheel
 from ._wiring import fixed, not_wired, wired
@@ -181,23 +181,23 @@ class ArealTarget:
 
     def _declined(self, config: Config, need_roll: Any, pad_value: Any, seqs: Any) -> None:
         if need_roll:
-            raise NotImplementedError("AReaL's labels are torch.roll of the padded ids")
+            raise NotDeclared("AReaL's labels are torch.roll of the padded ids")
         if not (type(pad_value) is int and pad_value == 0):
-            raise NotImplementedError("AReaL's Megatron engine pads with 0.0")
+            raise NotDeclared("AReaL's Megatron engine pads with 0.0")
         if config.get("min_local_rows") is not None:
-            raise NotImplementedError("min_local_rows: AReaL has no minimum rows")
+            raise NotDeclared("min_local_rows: AReaL has no minimum rows")
         if config.get("fp8", False) not in (False, True):
-            raise NotImplementedError("AReaL's FP8 alignment is one (16), no recipes")
+            raise NotDeclared("AReaL's FP8 alignment is one (16), no recipes")
         if config.get("bucket", self.page) != self.page:
-            raise NotImplementedError(f"AReaL always pads to its page of {self.page} rows")
+            raise NotDeclared(f"AReaL always pads to its page of {self.page} rows")
         for key, default in (("tail", "segment"), ("seq_align", "tp_cp"),
                              ("max_num_seqs", None), ("max_seqlen", "exact")):
             if config.get(key, default) != default:
-                raise NotImplementedError(f"{key}={config[key]!r}: not AReaL's packing")
+                raise NotDeclared(f"{key}={config[key]!r}: not AReaL's packing")
         if int(config.get("cp_size", 1)) > 1 and config.get("cp_layout", "zigzag") != "zigzag":
-            raise NotImplementedError("AReaL's CP split is zigzag")
+            raise NotDeclared("AReaL's CP split is zigzag")
         if any(np.asarray(s).ndim != 1 for s in seqs):
-            raise NotImplementedError("AReaL packs token ids [L]")
+            raise NotDeclared("AReaL packs token ids [L]")
 
     def padded_batch(self, seqs: list[np.ndarray]) -> dict[str, torch.Tensor]:
         """AReaL's rollout batch: each trajectory as its workflows return it (ids and a bool

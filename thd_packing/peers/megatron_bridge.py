@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from thd_packing.conformance.protocol import Config, Declared, Meta, Packed
+from thd_packing.conformance.protocol import Config, Declared, Meta, NotDeclared, Packed
 
 from . import _wheel
 from ._wiring import fixed, no_effect, not_wired, wired
@@ -148,22 +148,22 @@ class MegatronBridgeTarget:
 
     def _declined(self, config: Config, need_roll: Any, pad_value: Any, seqs: Any) -> None:
         if need_roll:
-            raise NotImplementedError("Bridge's labels come beside the rows, from the dataset")
+            raise NotDeclared("Bridge's labels come beside the rows, from the dataset")
         if not (type(pad_value) is int and pad_value == 0):
-            raise NotImplementedError("Bridge pads tokens with pad_token_id=0")
+            raise NotDeclared("Bridge pads tokens with pad_token_id=0")
         for key in ("fp8", "bucket", "min_local_rows"):
             if config.get(key) not in (None, False):
-                raise NotImplementedError(f"{key}: Bridge's in-batch packing has none")
+                raise NotDeclared(f"{key}: Bridge's in-batch packing has none")
         for key, default in (("tail", "last"), ("seq_align", "cp"), ("max_num_seqs", None),
                              ("max_seqlen", "exact")):
             if config.get(key, default) != default:
-                raise NotImplementedError(f"{key}={config[key]!r}: not Bridge's packing")
+                raise NotDeclared(f"{key}={config[key]!r}: not Bridge's packing")
         if int(config.get("tp_size", 1)) != 1:
-            raise NotImplementedError("no tensor-parallel padding on this path")
+            raise NotDeclared("no tensor-parallel padding on this path")
         if int(config.get("cp_size", 1)) > 1 and config.get("cp_layout", "zigzag") != "zigzag":
-            raise NotImplementedError("TE's THD partition is zigzag")
+            raise NotDeclared("TE's THD partition is zigzag")
         if any(np.asarray(s).ndim != 1 for s in seqs):
-            raise NotImplementedError("Bridge packs token ids [B, S]")
+            raise NotDeclared("Bridge packs token ids [B, S]")
 
     def pack(self, seqs: Any, config: Config, cp_rank: Any, *, need_roll: Any = False,
              pad_value: Any = 0) -> Packed:

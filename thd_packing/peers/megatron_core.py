@@ -20,7 +20,14 @@ import numpy as np
 import torch
 
 from thd_packing import reference
-from thd_packing.conformance.protocol import CONVENTION_VALUES, Config, Declared, Meta, Packed
+from thd_packing.conformance.protocol import (
+    CONVENTION_VALUES,
+    Config,
+    Declared,
+    Meta,
+    NotDeclared,
+    Packed,
+)
 
 from ._wiring import wired
 
@@ -114,10 +121,10 @@ class MegatronCoreTarget:
 
     def _declined(self, config: Config, need_roll: Any) -> None:
         if need_roll:
-            raise NotImplementedError("Megatron-LM's labels are a separate tensor")
+            raise NotDeclared("Megatron-LM's labels are a separate tensor")
         for key in ("fp8", "bucket", "min_local_rows"):
             if config.get(key):
-                raise NotImplementedError(f"{key}: Megatron-LM's SFT packing has none")
+                raise NotDeclared(f"{key}: Megatron-LM's SFT packing has none")
         seq_align = config.get("seq_align", "cp")
         if seq_align not in CONVENTION_VALUES["seq_align"]:
             raise ValueError(f"seq_align must be 'cp' (SFTDataset's convention), got "
@@ -125,10 +132,10 @@ class MegatronCoreTarget:
         for key, default in (("seq_align", "cp"), ("tail", "last"), ("max_num_seqs", None),
                              ("max_seqlen", "exact")):
             if config.get(key, default) != default:
-                raise NotImplementedError(f"{key}={config[key]!r}: SFTDataset's convention is "
-                                          "seq_align='cp', tail='last', no static metadata")
+                raise NotDeclared(f"{key}={config[key]!r}: SFTDataset's convention is "
+                                  "seq_align='cp', tail='last', no static metadata")
         if config.get("cp_size", 1) != 1 and config.get("cp_layout", "zigzag") != "zigzag":
-            raise NotImplementedError("get_thd_batch_on_this_cp_rank: zigzag only")
+            raise NotDeclared("get_thd_batch_on_this_cp_rank: zigzag only")
 
     def pack(
         self, seqs: Any, config: Config, cp_rank: Any, *, need_roll: Any = False,
@@ -136,7 +143,7 @@ class MegatronCoreTarget:
     ) -> Packed:
         self._declined(config, need_roll)
         if pad_value != 0:
-            raise NotImplementedError("the padding rows' fill is the glue's")
+            raise NotDeclared("the padding rows' fill is the glue's")
         tp, cp = int(config.get("tp_size", 1)), int(config.get("cp_size", 1))
         lengths = [int(s.shape[0]) for s in seqs]
         padded, total = sft_plan(lengths, tp, cp)

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.utils.rnn import pad_sequence
 
-from thd_packing.conformance.protocol import Config, Declared, Meta, Packed
+from thd_packing.conformance.protocol import Config, Declared, Meta, NotDeclared, Packed
 
 from . import _wheel
 from ._wiring import fixed, no_effect, not_wired, wired
@@ -192,20 +192,20 @@ class MsSwiftTarget:
 
     def _declined(self, config: Config, need_roll: Any, pad_value: Any, seqs: Any) -> None:
         if not (type(pad_value) is int and pad_value == 0):
-            raise NotImplementedError("ms-swift pads ids with the tokenizer's pad id")
+            raise NotDeclared("ms-swift pads ids with the tokenizer's pad id")
         for key in ("bucket", "min_local_rows"):
             if config.get(key) not in (None, False):
-                raise NotImplementedError(f"{key}: ms-swift has none")
+                raise NotDeclared(f"{key}: ms-swift has none")
         if config.get("fp8", False) is not False and config.get("fp8") not in FP8_ARGS:
-            raise NotImplementedError("ms-swift's FP8 is by recipe (fp8_recipe, fp4_format)")
+            raise NotDeclared("ms-swift's FP8 is by recipe (fp8_recipe, fp4_format)")
         for key, default in (("seq_align", "cp"), ("labels", "ignore"), ("max_num_seqs", None),
                              ("max_seqlen", "exact")):
             if config.get(key, default) != default:
-                raise NotImplementedError(f"{key}={config[key]!r}: not ms-swift's packing")
+                raise NotDeclared(f"{key}={config[key]!r}: not ms-swift's packing")
         if int(config.get("cp_size", 1)) > 1 and config.get("cp_layout", "zigzag") != "zigzag":
-            raise NotImplementedError("this adapter runs ms-swift's zigzag split")
+            raise NotDeclared("this adapter runs ms-swift's zigzag split")
         if any(np.asarray(s).ndim != 1 for s in seqs):
-            raise NotImplementedError("ms-swift packs token ids")
+            raise NotDeclared("ms-swift packs token ids")
 
     def collate(self, lengths: list[int], tp: int, cp: int, fp8: Any = False) -> dict[str, Any]:
         """ms-swift's collator on samples whose ids are their rows' numbers in the batch; the

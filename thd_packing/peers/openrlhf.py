@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from thd_packing.conformance.protocol import Config, Declared, Meta, Packed
+from thd_packing.conformance.protocol import Config, Declared, Meta, NotDeclared, Packed
 
 from . import _wheel
 from ._wiring import fixed, not_wired, wired
@@ -169,22 +169,22 @@ class OpenRLHFTarget:
 
     def _declined(self, config: Config, need_roll: Any, pad_value: Any, seqs: Any) -> None:
         if need_roll:
-            raise NotImplementedError("OpenRLHF's labels are a separate tensor")
+            raise NotDeclared("OpenRLHF's labels are a separate tensor")
         if pad_value != 0:
-            raise NotImplementedError("OpenRLHF pads with 0 (pad_id=0)")
+            raise NotDeclared("OpenRLHF pads with 0 (pad_id=0)")
         for key in ("fp8", "bucket", "min_local_rows"):
             if config.get(key) not in (None, False):
-                raise NotImplementedError(f"{key}: OpenRLHF's packing has none")
+                raise NotDeclared(f"{key}: OpenRLHF's packing has none")
         for key, default in (("tail", "last"), ("seq_align", "none"), ("max_num_seqs", None),
                              ("max_seqlen", "exact"), ("fixed_total", None)):
             if config.get(key, default) != default:
-                raise NotImplementedError(f"{key}={config[key]!r}: not OpenRLHF's packing")
+                raise NotDeclared(f"{key}={config[key]!r}: not OpenRLHF's packing")
         if config.get("tp_size", 1) != 1:
-            raise NotImplementedError("OpenRLHF has no tensor parallelism (tp_size 1)")
+            raise NotDeclared("OpenRLHF has no tensor parallelism (tp_size 1)")
         if config.get("cp_size", 1) != 1 and config.get("cp_layout", "zigzag") != "contiguous":
-            raise NotImplementedError("ring attention here slices contiguously: no zigzag")
+            raise NotDeclared("ring attention here slices contiguously: no zigzag")
         if any(isinstance(s, np.ndarray) and s.ndim != 1 for s in seqs):
-            raise NotImplementedError("the packed row is (1, total) token ids")
+            raise NotDeclared("the packed row is (1, total) token ids")
 
     def _padded_batch(self, seqs: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
         """OpenRLHF's input, a right-padded [B, S] batch and its attention mask, from its own

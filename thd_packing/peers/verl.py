@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from thd_packing.conformance.protocol import Config, Declared, Meta, Packed
+from thd_packing.conformance.protocol import Config, Declared, Meta, NotDeclared, Packed
 from thd_packing.conformance.targets._megatron_view import (
     KwargsParams,
     params_dict,
@@ -229,7 +229,7 @@ class VerlTarget:
         pad_value: Any = 0,
     ) -> Packed:
         if pad_value != 0:
-            raise NotImplementedError("verl has no pad_value")
+            raise NotDeclared("verl has no pad_value")
         rows, params, pos = self._call_pre(seqs, config, cp_rank, need_roll)
         cu_padded = params.cu_seqlens_q_padded.numpy()
         meta: Meta = {

@@ -15,7 +15,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from thd_packing.conformance.protocol import CONVENTION_VALUES, Config, Declared, Meta, Packed
+from thd_packing.conformance.protocol import (
+    CONVENTION_VALUES,
+    Config,
+    Declared,
+    Meta,
+    NotDeclared,
+    Packed,
+)
 
 from . import _wheel
 from ._wiring import fixed, no_effect, not_wired, wired
@@ -198,34 +205,34 @@ class VerlFsdpTarget:
         cfg = {"tp_size": 1, "cp_size": 1, "cp_layout": "zigzag", "fp8": False,
                "bucket": None, "min_local_rows": None, **config}
         if need_roll:
-            raise NotImplementedError("the FSDP engine keeps labels in a separate tensor")
+            raise NotDeclared("the FSDP engine keeps labels in a separate tensor")
         tail = config.get("tail", "segment")
         if tail not in CONVENTION_VALUES["tail"]:
             raise ValueError(f"tail must be 'segment' (the adapter's convention), got {tail!r}")
         if tail != "segment":
-            raise NotImplementedError("pad_packed_inputs appends the padding as its own segment "
-                                      "(tail='segment' only)")
+            raise NotDeclared("pad_packed_inputs appends the padding as its own segment "
+                              "(tail='segment' only)")
         for key, default in (("seq_align", "none"), ("max_num_seqs", None),
                              ("max_seqlen", "exact"), ("fixed_total", None)):
             if config.get(key, default) != default:
-                raise NotImplementedError(f"{key}={config[key]!r}: not verl's FSDP packing")
+                raise NotDeclared(f"{key}={config[key]!r}: not verl's FSDP packing")
         if cfg["fp8"]:
-            raise NotImplementedError("verl's FSDP packed path has no FP8 padding")
+            raise NotDeclared("verl's FSDP packed path has no FP8 padding")
         if cfg["min_local_rows"] is not None:
-            raise NotImplementedError("verl's FSDP packed path has no minimum rows")
+            raise NotDeclared("verl's FSDP packed path has no minimum rows")
         if cfg["tp_size"] != 1:
-            raise NotImplementedError("verl's FSDP engine has no tensor parallelism (tp_size 1)")
+            raise NotDeclared("verl's FSDP engine has no tensor parallelism (tp_size 1)")
         if cfg["cp_size"] != 1 and cfg["cp_layout"] != "contiguous":
-            raise NotImplementedError(
+            raise NotDeclared(
                 "Ulysses SP slices the packed row contiguously: no zigzag CP sharding")
         if cfg["bucket"] is not None and self.get_packed_pad_size is None:
-            raise NotImplementedError("this verl has no packed bucket pad")
+            raise NotDeclared("this verl has no packed bucket pad")
         if isinstance(seqs, list | tuple):
             for s in seqs:
                 if isinstance(s, np.ndarray) and s.ndim != 1:
-                    raise NotImplementedError("rows are (1, total) ids: no trailing dims")
+                    raise NotDeclared("rows are (1, total) ids: no trailing dims")
                 if isinstance(s, np.ndarray) and s.shape[0] == 0:
-                    raise NotImplementedError("a zero-length sequence has no position id")
+                    raise NotDeclared("a zero-length sequence has no position id")
 
     def _packed_row(self, seqs: list[np.ndarray], config: Config,
                     pad_value: Any) -> tuple[torch.Tensor, torch.Tensor]:

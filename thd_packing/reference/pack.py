@@ -60,7 +60,8 @@ def pack_thd(
     offsets as position ids (R-CONSUMER-10) or their own next token as label (R-CONSUMER-11),
     and every padding row holds pad_value (ignore_index for labels="ignore"), never another
     sequence's token (R-CONSUMER-12, R-CONSUMER-15). No position id is negative (R-POS-4), so
-    position ids alone recover the sequences (R-PID-2).
+    position ids alone recover the sequences (R-PID-2). Position ids are int64 and the plan's
+    arrays int32 (R-CONSUMER-16); a valid input always gives all three (R-CONSUMER-17).
 
     `cp_rank`, `need_roll` and `pad_value` are the per-call arguments of R-IN-4. The rows are
     new arrays; `seqs` is only read (R-IN-6).
