@@ -9,9 +9,9 @@ binner's own parameters, calls it, and hands back what it returned as it returne
 it has no counterpart for it refuses by raising `protocol.NotDeclared` naming the field, which
 the suite never asks for unless the target declared it (asked within what it declares, that is
 a usage error of the adapter; a plain `NotImplementedError` from the binner is a crash). A
-target may be a packer and a binner at once: the suite runs the tiers of each method it finds. A balancer that splits items into a
-given number of parts (data-parallel ranks) has `partition(weights, k, equal_size) -> parts`,
-the parts as lists of item indices (R-BIN-19).
+target may be a packer and a binner at once: the suite runs the tiers of each method it finds.
+A balancer that splits items into a given number of parts (data-parallel ranks) has
+`partition(weights, k, equal_size) -> parts`, the parts as lists of item indices (R-BIN-19).
 """
 
 from __future__ import annotations
