@@ -212,7 +212,8 @@ def test_bin_rejects_rows_capacity_below_one_token() -> None:
 
 def _base() -> dict[str, Any]:
     declared = _declared()
-    base: dict[str, Any] = {"cost": sorted(declared.costs)[0],
+    cost = "tokens" if "tokens" in declared.costs else "rows"
+    base: dict[str, Any] = {"cost": cost, **({"pack": {}} if cost == "rows" else {}),
                             "overflow": sorted(declared.overflow)[0],
                             "order": declared.order or "placement"}
     if declared.algorithms:
