@@ -91,6 +91,7 @@ class TorchtuneSequential(_Packed):
     name = "torchtune-sequential"
     claims = "sequential"
     declared_bins = BinDeclared(algorithms=frozenset({"sequential"}), order="input",
+                                lacks=frozenset({"zero_length"}),
                                 validated_elsewhere=frozenset({"lengths"}))
 
 
@@ -102,7 +103,8 @@ class TorchtuneWrapped(_Packed):
     claims = "wrapped"
     overflow = frozenset({"split"})
     declared_bins = BinDeclared(algorithms=frozenset({"wrapped"}), overflow=frozenset({"split"}),
-                                order="input", validated_elsewhere=frozenset({"lengths"}))
+                                order="input", lacks=frozenset({"zero_length"}),
+                                validated_elsewhere=frozenset({"lengths"}))
 
 
 TARGETS = (TorchtuneSequential, TorchtuneWrapped)
