@@ -54,6 +54,6 @@ def pieces_of(row: Iterable[int], cuts: Iterable[int] | None = None) -> list[tup
     start = 0
     for end in sorted(b for b in breaks if 0 < b < ids.size) + [ids.size]:
         first = int(ids[start])
-        out.append((first >> SHIFT, first & MASK, end - start))
+        out.append((first >> SHIFT, first & MASK, int(end - start)))
         start = end
     return out
