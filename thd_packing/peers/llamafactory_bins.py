@@ -39,7 +39,8 @@ PAD_ID = -1  # no token value names an example with it (_binning.token_ids are >
 _PKG = "_thd_conformance_llamafactory"
 
 WIRING: Wiring = {
-    "llamafactory.data.processor.supervised.PackedSupervisedDatasetProcessor": {
+    # PackedSupervisedDatasetProcessor's fields are its base dataclass's, in processor_utils.py
+    "llamafactory.data.processor.processor_utils.DatasetProcessor": {
         "template": not_wired("encodes messages into ids; the adapter's _encode_data_example "
                               "hands each example's ids instead, so no template runs (the "
                               "lengths are what the template would have made)"),
