@@ -52,7 +52,7 @@ def pieces_of(row: Iterable[int], cuts: Iterable[int] | None = None) -> list[tup
         breaks |= set(np.cumsum(list(cuts))[:-1].tolist())
     out = []
     start = 0
-    for end in sorted(b for b in breaks if 0 < b < ids.size) + [ids.size]:
+    for end in sorted(int(b) for b in breaks if 0 < b < ids.size) + [int(ids.size)]:
         first = int(ids[start])
         out.append((first >> SHIFT, first & MASK, int(end - start)))
         start = end

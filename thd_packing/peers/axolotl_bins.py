@@ -23,8 +23,6 @@ import logging
 import types
 from typing import Any
 
-import numpy as np
-
 from thd_packing.conformance.bins_protocol import BinDeclared, Binned
 
 from . import _binning, _wheel
@@ -100,7 +98,7 @@ def _load() -> tuple[Any, Any, str]:
     })
     # generate_batches ends with gc.collect(), which frees memory and changes no bin; in a
     # process holding torch it costs a quarter of a second, five times a call (len, then iter)
-    module.gc = types.SimpleNamespace(collect=lambda: 0)
+    module.__dict__["gc"] = types.SimpleNamespace(collect=lambda: 0)
     return module.MultipackBatchSampler, module, version
 
 

@@ -19,7 +19,7 @@ import numpy as np
 from thd_packing.conformance.bins_protocol import BinDeclared, Binned
 
 from . import _binning
-from ._wiring import Wiring, fixed, no_effect, not_wired, wired
+from ._wiring import Wiring, not_wired, wired
 
 EXPECTED_VERSION = "1.16.0"
 ENTRY = "trl.data_utils.pack_dataset"
