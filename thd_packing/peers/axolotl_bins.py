@@ -37,9 +37,12 @@ BIN_SIZE = 200  # axolotl's sample_packing_bin_size default (utils/schemas/confi
 SAMPLER = "axolotl.utils.samplers.multipack.MultipackBatchSampler"
 WIRING: Wiring = {
     SAMPLER: {
-        "sampler": fixed("a SequentialSampler over the examples (axolotl's curriculum_sampling "
-                         "one): the protocol's lengths are already in the order to bin; the "
-                         "RandomSampler of its default draws an order first"),
+        "sampler": not_wired("the order the examples are binned in: a SequentialSampler here "
+                             "(curriculum_sampling's), so the lengths are binned in input "
+                             "order; the default RandomSampler draws an order, and with it "
+                             "__iter__'s cut to __len__'s count loses examples (pinned in "
+                             "tests/peers/test_axolotl_bins.py; no config field draws an "
+                             "order)"),
         "batch_size": fixed("1, the trainer's value unless multipack_real_batches: one bin "
                             "per batch"),
         "batch_max_len": wired("capacity"),
