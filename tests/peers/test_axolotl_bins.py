@@ -94,8 +94,9 @@ def test_bug_overlong_example_overfills_its_bin(cls: type[AxolotlMultipack]) -> 
     """Bug (R-BIN-6, R-BIN-5): an example over batch_max_len opens a bin of its own, over the
     capacity (its remaining space goes negative). axolotl's data preparation drops, truncates or
     refuses examples over sequence_len (excess_length_strategy, "drop" by default); with
-    batch_max_len = micro_batch_size * sequence_len nothing is over it, but a direct user of the sampler, or a
-    dataset prepared with another sequence_len, gets an over-long micro-batch: an OOM risk."""
+    batch_max_len = micro_batch_size * sequence_len nothing is over it, but a direct user of
+    the sampler, or a dataset prepared with another sequence_len, gets an over-long
+    micro-batch: an OOM risk."""
     config = {"capacity": 4}
     with pytest.raises(RuleViolation, match="R-BIN-5"):
         check_bins([3, 10], cls().bin(np.array([3, 10]), config).bins, config)
