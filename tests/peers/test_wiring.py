@@ -36,6 +36,11 @@ PEERS = {
     "megatron_bridge_bins": ("megatron-bridge",),
     "torchtune_bins": ("torchtune",),
     "verl_bins": ("verl",),
+    "trl_bins": ("trl", "datasets"),
+    "binpacking_bins": ("binpacking",),
+    "ms_swift_bins": ("ms-swift", "binpacking"),
+    "llamafactory_bins": ("llamafactory",),
+    "axolotl_bins": ("axolotl",),
 }
 
 

@@ -204,7 +204,10 @@ PAGES = {"areal": "areal", "megatron_bridge": "megatron-bridge",
          "trl": "trl", "veomni": "veomni", "verl": "verl", "verl_fsdp": "verl-fsdp",
          # the binners (spec/bins.md), one page each
          "areal_bins": "bins-areal", "megatron_bridge_bins": "bins-megatron-bridge",
-         "torchtune_bins": "bins-torchtune", "verl_bins": "bins-verl"}
+         "torchtune_bins": "bins-torchtune", "verl_bins": "bins-verl",
+         "trl_bins": "bins-trl", "binpacking_bins": "bins-binpacking",
+         "ms_swift_bins": "bins-ms-swift", "llamafactory_bins": "bins-llamafactory",
+         "axolotl_bins": "bins-axolotl"}
 
 
 def main() -> None:
