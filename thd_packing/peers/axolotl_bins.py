@@ -136,7 +136,8 @@ class AxolotlMultipack(_AxolotlMultipack):
     sequential = False
     name = "axolotl-multipack"
     declared_bins = BinDeclared(
-        algorithms=frozenset({"first_fit_decreasing"}), overflow=frozenset({"reject"}), order="placement",
+        algorithms=frozenset({"first_fit_decreasing"}), overflow=frozenset({"reject"}),
+        order="placement",
         features=frozenset(), max_items=BIN_SIZE,
         notes={"overflow": "no policy of its own: its one behaviour is judged as the spec's "
                            "default, reject"})
@@ -152,7 +153,8 @@ class AxolotlSequential(_AxolotlMultipack):
     sequential = True
     name = "axolotl-sequential"
     declared_bins = BinDeclared(
-        algorithms=frozenset({"sequential"}), overflow=frozenset({"reject"}), order="input",
+        algorithms=frozenset({"sequential"}), overflow=frozenset({"reject"}),
+        order="input",
         features=frozenset(), max_items=BIN_SIZE,
         notes=AxolotlMultipack.declared_bins.notes)
     supported = {"algorithm": ("sequential",), "cost": ("tokens",), "overflow": ("reject",),

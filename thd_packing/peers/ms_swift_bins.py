@@ -143,7 +143,8 @@ class MsSwiftBinpack(_MsSwiftPacking):
     strategy = "binpack"
     name = "ms-swift-binpack"
     declared_bins = BinDeclared(
-        algorithms=frozenset({"best_fit_decreasing"}), overflow=frozenset({"reject"}), order="placement",
+        algorithms=frozenset({"best_fit_decreasing"}), overflow=frozenset({"reject"}),
+        order="placement",
         features=frozenset(),
         notes={"overflow": "no policy of its own: its one behaviour is judged as the spec's "
                            "default, reject"})
@@ -159,7 +160,8 @@ class MsSwiftSequential(_MsSwiftPacking):
     strategy = "sequential"
     name = "ms-swift-sequential"
     declared_bins = BinDeclared(
-        algorithms=frozenset({"sequential"}), overflow=frozenset({"reject"}), order="input",
+        algorithms=frozenset({"sequential"}), overflow=frozenset({"reject"}),
+        order="input",
         features=frozenset(), notes=MsSwiftBinpack.declared_bins.notes)
     supported = {"algorithm": ("sequential",), "cost": ("tokens",), "overflow": ("reject",),
                  "order": ("input", "placement"), "min_bins": (1,), "bins_multiple_of": (1,)}

@@ -104,7 +104,8 @@ class TrlBfd(_TrlPackDataset):
     strategy = "bfd"
     name = "trl-bfd"
     declared_bins = BinDeclared(
-        algorithms=frozenset({"best_fit_decreasing"}), overflow=frozenset({"truncate"}), order="placement",
+        algorithms=frozenset({"best_fit_decreasing"}), overflow=frozenset({"truncate"}),
+        order="placement",
         features=frozenset(), validated_elsewhere=frozenset({"lengths"}),
         max_items=1000,
         notes={"lengths": "a dataset of token lists cannot hold a negative or fractional "
@@ -121,7 +122,8 @@ class TrlBfdSplit(_TrlPackDataset):
     strategy = "bfd_split"
     name = "trl-bfd-split"
     declared_bins = BinDeclared(
-        algorithms=frozenset({"best_fit_decreasing"}), overflow=frozenset({"split"}), order="placement",
+        algorithms=frozenset({"best_fit_decreasing"}), overflow=frozenset({"split"}),
+        order="placement",
         features=frozenset(), validated_elsewhere=frozenset({"lengths"}),
         max_items=1000, notes=TrlBfd.declared_bins.notes)
     supported = {"algorithm": ("best_fit_decreasing",), "cost": ("tokens",),
@@ -137,7 +139,8 @@ class TrlWrapped(_TrlPackDataset):
     strategy = "wrapped"
     name = "trl-wrapped"
     declared_bins = BinDeclared(
-        algorithms=frozenset({"wrapped"}), overflow=frozenset({"split"}), order="input",
+        algorithms=frozenset({"wrapped"}), overflow=frozenset({"split"}),
+        order="input",
         features=frozenset(), validated_elsewhere=frozenset({"lengths"}),
         max_items=1000, notes=TrlBfd.declared_bins.notes)
     supported = {"algorithm": ("wrapped",), "cost": ("tokens",), "overflow": ("split",),
