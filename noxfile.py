@@ -51,6 +51,17 @@ TARGET_REQUIREMENTS: dict[str, list[str]] = {
     "areal": ["--no-deps", AREAL],
     "megatron-bridge": ["--no-deps", MEGATRON_BRIDGE],
     "ms-swift": ["--no-deps", *MS_SWIFT],
+    # The binners (thd_packing/peers/*_bins.py; `--target areal-bins:ArealFFD`): the file's
+    # wheel, and for the five that read datasets, binpacking or numba the `bins` extra too.
+    "verl-bins": ["--no-deps", VERL],
+    "areal-bins": ["--no-deps", AREAL],
+    "torchtune-bins": ["--no-deps", TORCHTUNE],
+    "megatron-bridge-bins": ["--no-deps", MEGATRON_BRIDGE],
+    "trl-bins": [".[bins]", "&&", "--no-deps", TRL],
+    "binpacking-bins": [".[bins]"],
+    "ms-swift-bins": [".[bins]", "&&", "--no-deps", *MS_SWIFT],
+    "llamafactory-bins": [".[bins]", "&&", "--no-deps", "llamafactory==0.9.5"],
+    "axolotl-bins": [".[bins]", "&&", "--no-deps", "axolotl==0.19.0"],
 }
 
 
@@ -160,9 +171,11 @@ def conformance(session: nox.Session) -> None:
     for spec in (a.partition("=")[2] for a in session.posargs if a.startswith("--install=")):
         session.install(spec)
     name = _target_name(args, session.env) or ""
-    requirements = TARGET_REQUIREMENTS.get(name, [])
-    if requirements:
-        session.install(*requirements)
+    requirements = TARGET_REQUIREMENTS.get(name.partition(":")[0], [])
+    while requirements:  # "&&" separates installs (one with dependencies, one --no-deps)
+        step = requirements[:requirements.index("&&")] if "&&" in requirements else requirements
+        session.install(*step)
+        requirements = requirements[len(step) + 1:]
     if not any(a.startswith("--hypothesis-profile") for a in args):
         args = ["--hypothesis-profile=ci", *args]
     if not any(a == "-n" or a.startswith(("-n", "--numprocesses", "--dist")) for a in args):

@@ -68,3 +68,17 @@ def test_methods_are_found_by_presence() -> None:
     assert {"zigzag", "contiguous", "zero_length", "config_checks",
             "need_roll_type_checks"} <= plain
     assert not {"bucket", "fp8", "need_roll", "pad_value"} & plain
+
+
+def test_a_builtin_file_names_one_of_its_targets() -> None:
+    """`--target torchtune-bins:TorchtuneSequential`: a file of several binners, one by name;
+    a binner with no `pack` loads (its roles pick its tiers)."""
+    pytest.importorskip("torchtune")
+    target = load_target("torchtune-bins:TorchtuneSequential")
+    assert target.name == "torchtune-sequential" and not hasattr(target, "pack")
+
+
+def test_a_target_with_no_role_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    name = fake_module(monkeypatch, T=types.SimpleNamespace(name="x"))
+    with pytest.raises(TargetLoadError, match="'bin' \\(a binner\\)"):
+        load_target(f"{name}:T")
