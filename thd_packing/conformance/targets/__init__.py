@@ -70,8 +70,8 @@ def load_target(spec: str) -> Any:
         raise TargetLoadError(
             f"target {spec!r}: {module_name!r} has no attribute {attr!r}"
         ) from exc
-    if not any(hasattr(obj, role) for role in ("pack", "bin", "partition")) or isinstance(
-            obj, type):
+    has_role = any(hasattr(obj, role) for role in ("pack", "bin", "partition"))
+    if isinstance(obj, type) or (not has_role and callable(obj)):  # a class or a factory
         try:
             obj = obj()
         except Exception as exc:
