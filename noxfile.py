@@ -1,5 +1,5 @@
-"""Sessions: `nox -s tests` (CI), `nox -s conformance` (main job), gpu, bench, planner,
-mutation, lint.
+"""Sessions: `nox -s tests` (CI), `nox -s conformance` (main job), gpu, bench, bench_bins,
+planner, mutation, lint.
 
 Every session installs what it needs from this file and pyproject.toml; nothing is installed
 by hand.
@@ -35,6 +35,11 @@ TORCHTITAN = "torchtitan==0.3.0"
 AREAL = "areal==1.0.4"
 MEGATRON_BRIDGE = "megatron-bridge==0.3.1"
 MS_SWIFT = ["ms-swift==4.6.0", "mcore-bridge==1.6.5"]  # mcore-bridge: its CP split
+# The bin step's peers (bench/bins.py): LLaMA-Factory --no-deps (its knapsack's file needs only
+# the standard library); TRL's _pack_bfd reads pyarrow tables; the binpacking library as is.
+LLAMAFACTORY = "llamafactory==0.9.5"
+PYARROW = "pyarrow==26.0.1"
+BINPACKING = "binpacking==2.0.1"
 # Built-in targets -> what `nox -s conformance -- --target NAME` installs on top of `.[test]`
 # (megatron-core is already a test dependency). verl's packages pull in a training stack; its
 # targets load single files and need only torch + megatron-core, hence --no-deps.
@@ -197,6 +202,17 @@ def bench(session: nox.Session) -> None:
     _install_test_deps(session)
     session.install("--no-deps", VERL)
     session.run("python", "-m", "bench.run", *session.posargs)  # writes reports/bench.json
+
+
+@nox.session(python=PYTHON)
+def bench_bins(session: nox.Session) -> None:
+    """The bin step's benchmark: impl's binners against AReaL, verl, TRL, binpacking and
+    LLaMA-Factory from their wheels, 10,000 to 1,000,000 examples and a 4,096-sequence step
+    (tens of minutes)."""
+    _install_test_deps(session)
+    session.install("--no-deps", VERL, AREAL, TRL, LLAMAFACTORY)
+    session.install(PYARROW, BINPACKING)
+    session.run("python", "-m", "bench.bins", *session.posargs)  # writes reports/bench-bins.json
 
 
 @nox.session(python=PYTHON)
