@@ -59,9 +59,9 @@ def bin_cases(draw: st.DrawFn, declared: BinDeclared, distinct: bool = False,
                        st.integers(least, max(least, top)))
     if least == 0:
         length = st.one_of(st.just(0), length)
-    # No example at all is judged once, by test_bins.test_bin_no_examples: no property is
-    # shrunk to it.
-    strategy = st.lists(length, min_size=1, max_size=limit, unique=distinct)
+    # No example, and examples of no token only, are judged once each, by
+    # test_bins.test_bin_degenerate: no property is shrunk to them.
+    strategy = st.lists(length, min_size=1, max_size=limit, unique=distinct).filter(any)
     lengths = draw(strategy)
     if "min_bins" in declared.features and lengths and draw(st.booleans()):
         config["min_bins"] = draw(st.integers(1, len(lengths)))

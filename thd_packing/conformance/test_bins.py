@@ -155,21 +155,35 @@ def test_first_fit_decreasing_bound(capacity: int, data: st.DataObject) -> None:
         raise RuleViolation(f"{used} bins where the optimum is {best}", {"R-BIN-11"})
 
 
-@pytest.mark.rules("R-BIN-1")
-def test_bin_no_examples() -> None:
-    """No example (an empty dataset shard, a step with nothing left) is valid and gives no
-    bins; judged here once, so that no property test shrinks to it."""
+DEGENERATE: list[tuple[str, list[int]]] = [("no-examples", []), ("one-empty", [0]),
+                                           ("only-empty", [0, 0, 0])]
+
+
+@pytest.mark.rules("R-BIN-1", "R-BIN-18")
+@pytest.mark.parametrize(("what", "lengths"), DEGENERATE, ids=[w for w, _ in DEGENERATE])
+def test_bin_degenerate(what: str, lengths: list[int]) -> None:
+    """No example (an empty shard, a step with nothing left) gives no bins (R-BIN-1); examples
+    of no token (an all-masked row) are binned like any other (R-BIN-18). Judged here once
+    each, so that no property test shrinks to them."""
     binner = _binner()
+    if lengths and "zero_length" in _declared().lacks:
+        decline("zero_length", "takes no example of length 0")
     config = {**_base(), "capacity": 8}
+    rule = "R-BIN-18" if lengths else "R-BIN-1"
     try:
-        out = binner(np.zeros(0, dtype=np.int64), config)
+        out = binner(np.asarray(lengths, dtype=np.int64), config)
+    except NotDeclared:
+        raise
     except Exception as error:
-        raise RuleViolation(f"no examples: raised {type(error).__name__} ({error})",
-                            {"R-BIN-1"}) from error
+        raise RuleViolation(f"{what} {lengths}: raised {type(error).__name__} ({error})",
+                            {rule}) from error
     if not isinstance(out, Binned):
         raise TargetError(f"bin() returned {type(out).__name__}, not Binned")
-    if list(read_bins(out.bins, [])):
-        raise RuleViolation(f"no examples gave bins {out.bins!r}", {"R-BIN-1"})
+    if not lengths:
+        if read_bins(out.bins, []):
+            raise RuleViolation(f"no examples gave bins {out.bins!r}", {"R-BIN-1"})
+        return
+    check_bins(lengths, out.bins, config, out.fates)
 
 
 BAD_LENGTHS: list[tuple[str, list[Any]]] = [
