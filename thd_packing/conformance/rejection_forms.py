@@ -24,7 +24,9 @@ MB, MS = 3, 16
 def _masked(make: Callable[[np.ndarray, np.ndarray], tuple[Any, Any]]
             ) -> Callable[[dict[str, Any]], dict[str, Any]]:
     def args(base: dict[str, Any]) -> dict[str, Any]:
-        values = np.arange(MB * MS * 2, dtype=np.int64).reshape(MB, MS, 2)
+        # No trailing dimension: a token-id packer takes these too, and the rows are about the
+        # mask form, not about trailing shapes.
+        values = np.arange(MB * MS, dtype=np.int64).reshape(MB, MS)
         mask = np.zeros((MB, MS), dtype=bool)
         mask[0, 2:9] = True
         mask[1, [0, 1, 2, 3, 4, 11]] = True
@@ -56,7 +58,7 @@ MASKS: list[tuple[str, Callable[..., tuple[Any, Any]], type[Exception] | None,
     ("mask-rows", lambda v, m: (v, np.ones((MB + 1, MS), bool)), V, ("mask", 4)),
     ("mask-1-d", lambda v, m: (v, m[0]), V, ("mask", 16)),
     ("mask-3-d", lambda v, m: (v, m[..., None]), V, ("mask", 16, 1)),
-    ("values-1-d", lambda v, m: (v[0, :, 0], m[0]), V, ("batch|mask", 16)),
+    ("values-1-d", lambda v, m: (v[0], m[0]), V, ("batch|mask", 16)),
     ("values-list", lambda v, m: (list(v), m), T, ("batch|mask", "list")),
     ("values-empty", lambda v, m: (v[:0], m[:0]), V, ("batch|mask",)),
     ("read-only", lambda v, m: (v, _read_only(m)), None, ()),
@@ -65,8 +67,11 @@ MASKS: list[tuple[str, Callable[..., tuple[Any, Any]], type[Exception] | None,
     ("strided", lambda v, m: (v, _strided(m)), None, ()),
 ]
 for _name, _make, _mask_cls, _shown in MASKS:
+    # A refusal is the packer's own validation of its batch (declinable as batch_checks); a
+    # valid look-alike needs the mask form alone.
     _add("R-IN-7", Row(f"mask-form-{_name}", "pack_masked", _masked(_make), _mask_cls, _shown,
-                       needs=("mask_form",),
+                       needs=("mask_form",) if _mask_cls is None else ("mask_form",
+                                                                        "batch_checks"),
                        also=("R-ERR-7",) if _name == "values-empty" else
                        ("R-ERR-1",) if _mask_cls is T else ("R-IN-6", "R-ROW-1")
                        if _mask_cls is None

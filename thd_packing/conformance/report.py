@@ -61,10 +61,12 @@ def fold(entries: list[dict[str, Any]], spec_rules: dict[str, str],
                          else "blocked" if "blocked" in statuses
                          else "declined" if "declined" in statuses
                          else "skip" if statuses else "untested")
-    for rule, cap in UNDER_FEATURE.items():
+    for rule, under in UNDER_FEATURE.items():
         row = matrix.get(rule)
-        if caps is not None and cap not in caps and row and row["status"] in ("pass", "blocked"):
-            row.update(status="declined", declined=sorted({*row["declined"], cap}))
+        feature = (under,) if isinstance(under, str) else under  # any one of them
+        if (caps is not None and not set(feature) & caps and row
+                and row["status"] in ("pass", "blocked")):
+            row.update(status="declined", declined=sorted({*row["declined"], *feature}))
     return matrix
 
 

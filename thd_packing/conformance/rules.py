@@ -19,8 +19,10 @@ _EXAMPLE = re.compile(r"```example\n(.*?)```", re.DOTALL)
 # `tail="segment"`", "Where the target can unpack"): a target without it has them declined
 # whatever its tests did, unless one failed, since a test that passes without the feature
 # judged nothing of them (the minimal-total test cites R-FP8-1 for every target).
-UNDER_FEATURE = {
-    "R-FP8-1": "fp8", "R-TOTAL-1": "fp8", "R-CONSUMER-5": "fp8",
+UNDER_FEATURE: dict[str, str | tuple[str, ...]] = {
+    # FP8: verl's fp8=True or a recipe name; either is the feature
+    "R-FP8-1": ("fp8", "fp8_recipes"), "R-TOTAL-1": ("fp8", "fp8_recipes"),
+    "R-CONSUMER-5": ("fp8", "fp8_recipes"),
     "R-TAIL-1": "tail_segment", "R-TAIL-2": "tail_segment",
     "R-TAIL-3": "tail_tokens", "R-TAIL-4": "tail_tokens",
     "R-TOTAL-7": "fixed_total", "R-ALIGN-6": "seq_align_none",
