@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from thd_packing.conformance.protocol import NotDeclared
+
 # A token value names its example and its offset in it: example << 32 | offset (R-BIN-1 keeps
 # both below 2**31, so every value is a non-negative int64).
 SHIFT = 32
@@ -29,7 +31,7 @@ def refuse(config: Mapping[str, Any], peer: str,
             continue
         allowed = list(supported.get(field, ()))
         if value not in allowed:
-            raise NotImplementedError(
+            raise NotDeclared(
                 f"{peer} has no counterpart for config {field}={value!r} "
                 f"(it takes {field} in {allowed})" if allowed else
                 f"{peer} has no counterpart for config {field}")

@@ -213,7 +213,7 @@ class OpenRLHFTarget:
         its attention mask, handed over as drawn (left, right or scattered padding)."""
         self._declined(config, need_roll, pad_value, [])
         if np.ndim(values) != 2:
-            raise NotImplementedError("the packed row is (1, total) token ids")
+            raise NotDeclared("the packed row is (1, total) token ids")
         lengths = np.asarray(mask).sum(axis=1, dtype=np.int64).astype(np.int32)
         return self._unpad_and_slice(torch.from_numpy(np.asarray(values)),
                                      torch.from_numpy(np.asarray(mask)), lengths, config,

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from thd_packing.conformance.protocol import Config, Declared, Packed
+from thd_packing.conformance.protocol import Config, Declared, NotDeclared, Packed
 
 from . import _tokens, _wheel
 from ._wiring import fixed, no_effect, wired
@@ -134,7 +134,7 @@ class VeOmniTarget:
              pad_value: Any = 0) -> Packed:
         sp = config.get("cp_size", 1)
         if sp != 1 and config.get("cp_layout", "zigzag") != "contiguous":
-            raise NotImplementedError("Ulysses SP slices contiguously: no zigzag")
+            raise NotDeclared("Ulysses SP slices contiguously: no zigzag")
         _tokens.refuse_undeclared({**config, "cp_size": 1}, "VeOmni's PackingCollator",
                                   ("fixed_total",))
         out, vocab = self.collate(seqs, config.get("fixed_total"), pad_value, sp, cp_rank)
