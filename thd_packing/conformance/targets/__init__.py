@@ -11,6 +11,7 @@ arguments.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -47,9 +48,13 @@ def _builtin(stem: str) -> str | None:
 
 
 def _resolve(spec: str) -> tuple[str, str]:
-    if ":" in spec:  # module:attr, the module a built-in name too (areal-bins:ArealFFD)
-        module_name, _, attr = spec.partition(":")
-        return _builtin(module_name) or module_name, attr
+    if ":" in spec:  # module:attr; where no module has the name, a built-in file's
+        module_name, _, attr = spec.partition(":")  # (areal-bins:ArealFFD)
+        try:
+            importable = importlib.util.find_spec(module_name) is not None
+        except (ImportError, ValueError):
+            importable = False
+        return (module_name if importable else _builtin(module_name) or module_name), attr
     module = _builtin(spec)
     if module is not None:
         return module, "TARGET"
