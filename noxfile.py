@@ -62,11 +62,11 @@ TARGET_REQUIREMENTS: dict[str, list[str]] = {
     "areal-bins": ["--no-deps", AREAL],
     "torchtune-bins": ["--no-deps", TORCHTUNE],
     "megatron-bridge-bins": ["--no-deps", MEGATRON_BRIDGE],
-    "trl-bins": [".[bins]", "&&", "--no-deps", TRL],
-    "binpacking-bins": [".[bins]"],
-    "ms-swift-bins": [".[bins]", "&&", "--no-deps", *MS_SWIFT],
-    "llamafactory-bins": [".[bins]", "&&", "--no-deps", "llamafactory==0.9.5"],
-    "axolotl-bins": [".[bins]", "&&", "--no-deps", "axolotl==0.19.0"],
+    "trl-bins": ["-e", ".[bins]", "&&", "--no-deps", TRL],
+    "binpacking-bins": ["-e", ".[bins]"],
+    "ms-swift-bins": ["-e", ".[bins]", "&&", "--no-deps", *MS_SWIFT],
+    "llamafactory-bins": ["-e", ".[bins]", "&&", "--no-deps", "llamafactory==0.9.5"],
+    "axolotl-bins": ["-e", ".[bins]", "&&", "--no-deps", "axolotl==0.19.0"],
 }
 
 
