@@ -1,5 +1,5 @@
 """Sessions: `nox -s tests` (CI), `nox -s conformance` (main job), gpu, bench, bench_bins,
-planner, mutation, lint.
+bins, slow, planner, mutation, lint.
 
 Every session installs what it needs from this file and pyproject.toml; nothing is installed
 by hand.
@@ -38,6 +38,7 @@ MS_SWIFT = ["ms-swift==4.6.0", "mcore-bridge==1.6.5"]  # mcore-bridge: its CP sp
 # The bin step's peers (bench/bins.py): LLaMA-Factory --no-deps (its knapsack's file needs only
 # the standard library); TRL's _pack_bfd reads pyarrow tables; the binpacking library as is.
 LLAMAFACTORY = "llamafactory==0.9.5"
+AXOLOTL = "axolotl==0.19.0"  # the newest release the registry serves for Python 3.11
 PYARROW = "pyarrow==26.0.1"
 BINPACKING = "binpacking==2.0.1"
 # Built-in targets -> what `nox -s conformance -- --target NAME` installs on top of `.[test]`
@@ -65,8 +66,8 @@ TARGET_REQUIREMENTS: dict[str, list[str]] = {
     "trl-bins": ["-e", ".[bins]", "&&", "--no-deps", TRL],
     "binpacking-bins": ["-e", ".[bins]"],
     "ms-swift-bins": ["-e", ".[bins]", "&&", "--no-deps", *MS_SWIFT],
-    "llamafactory-bins": ["-e", ".[bins]", "&&", "--no-deps", "llamafactory==0.9.5"],
-    "axolotl-bins": ["-e", ".[bins]", "&&", "--no-deps", "axolotl==0.19.0"],
+    "llamafactory-bins": ["-e", ".[bins]", "&&", "--no-deps", LLAMAFACTORY],
+    "axolotl-bins": ["-e", ".[bins]", "&&", "--no-deps", AXOLOTL],
 }
 
 
@@ -113,6 +114,20 @@ def tests(session: nox.Session) -> None:
         ("suite on reference (contract, rejections)",
          [*REFERENCE_TIERS, "--target", "reference", "--hypothesis-profile=dev",
           *session.posargs])])
+
+
+@nox.session(python=PYTHON)
+def bins(session: nox.Session) -> None:
+    """The binner peers' own tests (tests/peers/test_*_bins.py, the wiring of their adapters,
+    verl's micro-batches into its THD preprocess) with every binner's wheel and the `bins`
+    extra; `nox -s tests` runs those whose wheels it has and skips the rest by name."""
+    start = time.monotonic()
+    session.install("-e", ".[test,bins]")
+    session.install("--no-deps", VERL, AREAL, TORCHTUNE, MEGATRON_BRIDGE, TRL, *MS_SWIFT,
+                    LLAMAFACTORY, AXOLOTL)
+    _timed(session, time.monotonic() - start, [
+        ("tests/peers (binners)", ["tests/peers", "-k", "bins or wiring", *PARALLEL,
+                                   *session.posargs])])
 
 
 @nox.session(python=PYTHON)
