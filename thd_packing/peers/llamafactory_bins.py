@@ -159,9 +159,9 @@ class LlamaFactoryPacking(_LlamaFactoryPacking):
     neat_packing = False
     name = "llamafactory-packing"
     declared_bins = BinDeclared(
-        overflow=frozenset({"drop"}), order="placement",
-        notes={"zero_length": "not declared: a template never encodes an empty example, and "
-                              "an empty one leaves no token in the packed row to be read"})
+        overflow=frozenset({"drop"}), order="placement", lacks=frozenset({"zero_length"}),
+        notes={"zero_length": "lacking: a template never encodes an empty example, and an "
+                              "empty one leaves no token in the packed row to be read"})
 
 
 class LlamaFactoryNeatPacking(_LlamaFactoryPacking):
