@@ -3,7 +3,7 @@ values that name their example and offset (read back to see which pieces went wh
 
 A config field left out is not checked: the peer then runs its own behaviour for it, which its
 target's `declared_bins` states (the suite asks for what was declared). A field given with a
-value the peer has no counterpart for is refused with `NotImplementedError` naming the field.
+value the peer has no counterpart for is refused with `NotDeclared` naming the field.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ MASK = (1 << SHIFT) - 1
 
 def refuse(config: Mapping[str, Any], peer: str,
            supported: Mapping[str, Iterable[Any]]) -> None:
-    """NotImplementedError naming the first given field whose value `peer` cannot take:
+    """NotDeclared naming the first given field whose value `peer` cannot take:
     `supported` maps a field to the values the peer has a counterpart for (a field missing
     from `supported` has none at all, except `capacity`, which every binner takes)."""
     for field, value in config.items():

@@ -24,6 +24,7 @@ a bin step (listed in WIRING, not wired). Findings: docs/findings/bins-areal.md.
 
 from __future__ import annotations
 
+import functools
 import logging
 import types
 from collections.abc import Callable, Mapping
@@ -62,15 +63,10 @@ def load_module() -> tuple[types.ModuleType, str]:
     return _wheel.exec_file(path, "_thd_conformance_areal_seqpack", stubs), version
 
 
-_MODULE: tuple[types.ModuleType, str] | None = None
-
-
+@functools.cache
 def module() -> tuple[types.ModuleType, str]:
     """The loaded module, once per process."""
-    global _MODULE
-    if _MODULE is None:
-        _MODULE = load_module()
-    return _MODULE
+    return load_module()
 
 
 class _Allocator:

@@ -29,6 +29,7 @@ multiple before binning, R-BIN-4's rows, only through the tokenizer path), overf
 
 from __future__ import annotations
 
+import functools
 import types
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -58,15 +59,10 @@ def load_module() -> tuple[types.ModuleType, str]:
     return _wheel.exec_file(path, "_thd_conformance_bridge_packing_utils", stubs), version
 
 
-_MODULE: tuple[types.ModuleType, str] | None = None
-
-
+@functools.cache
 def module() -> tuple[types.ModuleType, str]:
     """The loaded module, once per process."""
-    global _MODULE
-    if _MODULE is None:
-        _MODULE = load_module()
-    return _MODULE
+    return load_module()
 
 
 def dataset(lengths: Any) -> tuple[np.ndarray, list[int]]:

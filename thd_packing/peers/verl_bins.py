@@ -32,6 +32,7 @@ Not expressible: `cost="rows"` (verl counts attention-mask tokens), overflow oth
 
 from __future__ import annotations
 
+import functools
 import types
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -69,15 +70,10 @@ def load_module() -> tuple[types.ModuleType, str]:
     return _wheel.exec_file(path, "_thd_conformance_verl_seqlen_balancing", stubs), version
 
 
-_MODULE: tuple[types.ModuleType, str] | None = None
-
-
+@functools.cache
 def module() -> tuple[types.ModuleType, str]:
     """The loaded module, once per process."""
-    global _MODULE
-    if _MODULE is None:
-        _MODULE = load_module()
-    return _MODULE
+    return load_module()
 
 
 class VerlMicroBatches:

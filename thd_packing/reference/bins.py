@@ -128,7 +128,7 @@ def fits(config: BinConfig, lengths: list[int]) -> bool:
 
 def check_lengths(lengths: Any) -> list[int]:
     """R-BIN-1."""
-    if isinstance(lengths, np.ndarray) or hasattr(lengths, "__array__"):
+    if hasattr(lengths, "__array__"):  # an array or a host tensor
         array = np.asarray(lengths)
         if array.ndim != 1:
             raise ValueError(f"lengths must be 1-D, got shape {array.shape}")
